@@ -1,0 +1,146 @@
+"""Streaming exports of ledger rows to CSV, JSON Lines and Parquet with totals that match the ledger.
+
+Each writer consumes an iterator and holds at most one chunk (CSV/JSONL) or one row group (Parquet)
+in memory, whatever the number of rows, and returns the totals of what it wrote.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from services.billing.ledger import LedgerRow
+
+__all__ = [
+    "COLUMNS",
+    "ByteSink",
+    "ExportTotals",
+    "rows_for_project",
+    "write_csv",
+    "write_jsonl",
+    "write_parquet",
+]
+
+COLUMNS: tuple[str, ...] = (
+    "entry_id",
+    "source_event_id",
+    "at",
+    "tenant_id",
+    "project",
+    "account",
+    "debit_micro",
+    "credit_micro",
+    "description",
+    "reverses_entry_id",
+)
+_CHUNK_ROWS = 10_000
+_PARQUET_SCHEMA = pa.schema(
+    [
+        ("entry_id", pa.string()),
+        ("source_event_id", pa.string()),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("tenant_id", pa.string()),
+        ("project", pa.string()),
+        ("account", pa.string()),
+        ("debit_micro", pa.int64()),
+        ("credit_micro", pa.int64()),
+        ("description", pa.string()),
+        ("reverses_entry_id", pa.string()),
+    ]
+)
+
+
+class ByteSink(Protocol):
+    """Where an export goes: any binary file-like object."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExportTotals:
+    """Row count and summed debits and credits of what an export wrote."""
+
+    rows: int = 0
+    debit_micro: int = 0
+    credit_micro: int = 0
+
+    def add(self, row: LedgerRow) -> ExportTotals:
+        """Totals including one more row."""
+        return ExportTotals(
+            rows=self.rows + 1,
+            debit_micro=self.debit_micro + row.debit_micro,
+            credit_micro=self.credit_micro + row.credit_micro,
+        )
+
+
+def rows_for_project(
+    rows: Iterable[LedgerRow], *, tenant_id: str, project: str, start: datetime, end: datetime
+) -> Iterator[LedgerRow]:
+    """Lazily keep one tenant project's rows with `at` in [start, end)."""
+    for row in rows:
+        if row.tenant_id == tenant_id and row.project == project and start <= row.at < end:
+            yield row
+
+
+def write_csv(rows: Iterable[LedgerRow], out: ByteSink) -> ExportTotals:
+    """CSV with a header row; amounts are integer micro-units, times ISO 8601."""
+    totals, buffer = ExportTotals(), io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    for row in rows:
+        totals = totals.add(row)
+        writer.writerow(["" if v is None else v for v in _values(row)])
+        if totals.rows % _CHUNK_ROWS == 0:
+            _drain(buffer, out)
+    _drain(buffer, out)
+    return totals
+
+
+def write_jsonl(rows: Iterable[LedgerRow], out: ByteSink) -> ExportTotals:
+    """One JSON object per line; amounts are integer micro-units, times ISO 8601."""
+    totals, buffer = ExportTotals(), io.StringIO()
+    for row in rows:
+        totals = totals.add(row)
+        buffer.write(json.dumps(dict(zip(COLUMNS, _values(row), strict=True))) + "\n")
+        if totals.rows % _CHUNK_ROWS == 0:
+            _drain(buffer, out)
+    _drain(buffer, out)
+    return totals
+
+
+def write_parquet(rows: Iterable[LedgerRow], out: ByteSink, *, row_group_size: int = 65_536) -> ExportTotals:
+    """Parquet written one row group at a time, so memory is bounded by `row_group_size`."""
+    totals, batch = ExportTotals(), _empty_columns()
+    with pq.ParquetWriter(out, _PARQUET_SCHEMA) as writer:
+        for row in rows:
+            totals = totals.add(row)
+            for name in COLUMNS:
+                batch[name].append(getattr(row, name))
+            if len(batch["entry_id"]) >= row_group_size:
+                writer.write_table(pa.Table.from_pydict(batch, schema=_PARQUET_SCHEMA))
+                batch = _empty_columns()
+        if batch["entry_id"] or totals.rows == 0:
+            writer.write_table(pa.Table.from_pydict(batch, schema=_PARQUET_SCHEMA))
+    return totals
+
+
+def _values(row: LedgerRow) -> list[Any]:
+    return [v.isoformat() if isinstance(v, datetime) else v for v in (getattr(row, c) for c in COLUMNS)]
+
+
+def _empty_columns() -> dict[str, list[Any]]:
+    return {name: [] for name in COLUMNS}
+
+
+def _drain(buffer: io.StringIO, out: ByteSink) -> None:
+    out.write(buffer.getvalue().encode("utf-8"))
+    buffer.seek(0)
+    buffer.truncate()
