@@ -1,0 +1,280 @@
+"""The incident: one per fault, and the state machine that recovers from it.
+
+Each transition takes the incident and what just happened, and returns the new incident with the commands
+to send. Events arrive at least once and sometimes late, so a transition that does not apply to the
+incident's state is ignored (the incident comes back unchanged), never an error.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from enum import StrEnum
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from services.recovery.catalog import Action
+from services.recovery.classify import Classification
+from services.recovery.commands import (
+    Command,
+    DrainGpu,
+    DrainNode,
+    Escalate,
+    MigrateWorkload,
+    RebootNode,
+    ResetGpu,
+    RestartWorkload,
+    ReturnGpuToService,
+    ReturnNodeToService,
+)
+from services.recovery.correlate import Diagnosis, RecentFault
+from services.recovery.migrations import Migration, MigrationPhase, apply_progress
+
+__all__ = [
+    "TERMINAL_STATES",
+    "Incident",
+    "IncidentState",
+    "RecoveryPolicy",
+    "StateChange",
+    "Transition",
+    "check_deadline",
+    "drain_completed",
+    "record_failure",
+    "record_health_check",
+    "record_progress",
+    "start_diagnosis",
+    "start_remediation",
+]
+
+
+class IncidentState(StrEnum):
+    """Where an incident stands; resolved and escalated are final."""
+
+    DETECTED = "detected"
+    DIAGNOSING = "diagnosing"
+    DRAINING = "draining"
+    MIGRATING = "migrating"
+    VERIFYING = "verifying"
+    RESOLVED = "resolved"
+    ESCALATED = "escalated"
+
+
+TERMINAL_STATES = frozenset({IncidentState.RESOLVED, IncidentState.ESCALATED})
+
+
+class RecoveryPolicy(BaseModel):
+    """Timing rules for incidents."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    fold_window: timedelta = Field(default=timedelta(minutes=10), description="Repeats this close fold")
+    deadline: timedelta = Field(default=timedelta(minutes=3), description="Escalate if unfinished by then")
+
+
+class StateChange(BaseModel):
+    """One entry of an incident's history."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    state: IncidentState
+    at: AwareDatetime
+    reason: str = ""
+
+
+class Incident(BaseModel):
+    """One fault on one GPU (or node), its repeats, and its recovery so far."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    classification: Classification
+    gpu: str | None
+    node: str
+    state: IncidentState = IncidentState.DETECTED
+    fault_at: AwareDatetime = Field(description="When the first signal says the fault happened")
+    detected_at: AwareDatetime = Field(description="When recovery learned of it")
+    last_seen: AwareDatetime = Field(description="When the latest repeat happened")
+    count: int = Field(default=1, ge=1, description="Signals folded into this incident")
+    workload_ids: tuple[str, ...] = ()
+    migrations: tuple[Migration, ...] = ()
+    diagnosis: Diagnosis | None = None
+    recovered_at: AwareDatetime | None = Field(default=None, description="When every workload ran again")
+    closed_at: AwareDatetime | None = None
+    escalation_reason: str | None = None
+    history: tuple[StateChange, ...] = ()
+
+    @property
+    def fault_type(self) -> str:
+        """The catalog key of the fault."""
+        return self.classification.fault_type
+
+    @property
+    def is_open(self) -> bool:
+        """Whether recovery still works on it."""
+        return self.state not in TERMINAL_STATES
+
+    def as_recent_fault(self) -> RecentFault:
+        """This incident as the correlation rules see other faults."""
+        return RecentFault(
+            fault_type=self.fault_type,
+            gpu=self.gpu,
+            node=self.node,
+            workload_ids=self.workload_ids,
+            at=self.fault_at,
+        )
+
+
+class Transition(BaseModel):
+    """The incident after something happened, and the commands that causes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    incident: Incident
+    commands: tuple[Command, ...] = ()
+    ignored: bool = Field(default=False, description="The event did not apply; the incident is unchanged")
+
+
+def _ignored(incident: Incident) -> Transition:
+    return Transition(incident=incident, ignored=True)
+
+
+def _move(
+    incident: Incident,
+    state: IncidentState,
+    *,
+    at: AwareDatetime,
+    commands: tuple[Command, ...] = (),
+    reason: str = "",
+    **changes: object,
+) -> Transition:
+    """Enter a state, record it in the history, and stamp closed_at when the state is final."""
+    update: dict[str, object] = {
+        "state": state,
+        "history": (*incident.history, StateChange(state=state, at=at, reason=reason)),
+    }
+    if state in TERMINAL_STATES:
+        update["closed_at"] = at
+    moved = incident.model_copy(update=update | changes)
+    return Transition(incident=moved, commands=commands)
+
+
+def _escalate(incident: Incident, *, reason: str, at: AwareDatetime) -> Transition:
+    return _move(
+        incident,
+        IncidentState.ESCALATED,
+        at=at,
+        commands=(Escalate(reason=f"{incident.id} {incident.fault_type}: {reason}"),),
+        reason=reason,
+        escalation_reason=reason,
+    )
+
+
+def start_diagnosis(incident: Incident, *, at: AwareDatetime) -> Transition:
+    """detected → diagnosing: recovery starts looking at the telemetry window."""
+    if incident.state is not IncidentState.DETECTED:
+        return _ignored(incident)
+    return _move(incident, IncidentState.DIAGNOSING, at=at)
+
+
+def _drain_command(incident: Incident) -> Command:
+    reason = f"{incident.id} {incident.fault_type}"
+    if incident.gpu is None or incident.classification.action is Action.REBOOT_NODE:
+        return DrainNode(node=incident.node, reason=reason)
+    return DrainGpu(gpu=incident.gpu, reason=reason)
+
+
+def start_remediation(incident: Incident, *, diagnosis: Diagnosis | None, at: AwareDatetime) -> Transition:
+    """diagnosing → the catalog's immediate action: restart in place, drain, or escalate."""
+    if incident.state is not IncidentState.DIAGNOSING:
+        return _ignored(incident)
+    incident = incident.model_copy(update={"diagnosis": diagnosis})
+    action = incident.classification.action
+    if action is Action.ESCALATE:
+        return _escalate(incident, reason="the catalog says a person must decide", at=at)
+    if action in (Action.IGNORE, Action.RESTART_WORKLOAD):
+        restarts = tuple(RestartWorkload(workload_id=w) for w in incident.workload_ids)
+        return _begin_migrations(incident, commands=restarts, at=at)
+    return _move(incident, IncidentState.DRAINING, at=at, commands=(_drain_command(incident),))
+
+
+def drain_completed(incident: Incident, *, at: AwareDatetime) -> Transition:
+    """draining → migrating: inventory drained the GPU or node, so move its workloads away."""
+    if incident.state is not IncidentState.DRAINING:
+        return _ignored(incident)
+    away = None if isinstance(_drain_command(incident), DrainNode) else incident.gpu
+    moves = tuple(MigrateWorkload(workload_id=w, away_from_gpu=away) for w in incident.workload_ids)
+    return _begin_migrations(incident, commands=moves, at=at)
+
+
+def _begin_migrations(incident: Incident, *, commands: tuple[Command, ...], at: AwareDatetime) -> Transition:
+    migrations = tuple(Migration(workload_id=w) for w in incident.workload_ids)
+    moved = _move(incident, IncidentState.MIGRATING, at=at, commands=commands, migrations=migrations)
+    if migrations:
+        return moved
+    # Nothing ran on the GPU: the workloads are trivially safe already.
+    after = _workloads_safe(moved.incident, at=at)
+    return after.model_copy(update={"commands": commands + after.commands})
+
+
+def record_progress(
+    incident: Incident, *, workload_id: str, phase: MigrationPhase, percent: int, at: AwareDatetime
+) -> Transition:
+    """A migration moved forward; once every workload runs again, verify or close the incident."""
+    if incident.state is not IncidentState.MIGRATING:
+        return _ignored(incident)
+    migrations = list(incident.migrations)
+    for i, migration in enumerate(migrations):
+        if migration.workload_id == workload_id:
+            updated = apply_progress(migration, phase=phase, percent=percent, at=at)
+            if updated is None:
+                return _ignored(incident)
+            migrations[i] = updated
+            break
+    else:
+        return _ignored(incident)
+    incident = incident.model_copy(update={"migrations": tuple(migrations)})
+    if all(m.done for m in migrations):
+        return _workloads_safe(incident, at=at)
+    return Transition(incident=incident)
+
+
+def _workloads_safe(incident: Incident, *, at: AwareDatetime) -> Transition:
+    """Every workload runs again: recovery for users is done; the GPU itself may still need work."""
+    incident = incident.model_copy(update={"recovered_at": at})
+    action = incident.classification.action
+    if action in (Action.IGNORE, Action.RESTART_WORKLOAD):
+        return _move(incident, IncidentState.RESOLVED, at=at, reason="workloads restarted")
+    if not incident.classification.recoverable:
+        return _escalate(incident, reason="workloads moved; hardware needs a person", at=at)
+    if isinstance(_drain_command(incident), DrainNode):
+        return _move(incident, IncidentState.VERIFYING, at=at, commands=(RebootNode(node=incident.node),))
+    assert incident.gpu is not None  # a GPU-scoped drain always has a GPU
+    return _move(incident, IncidentState.VERIFYING, at=at, commands=(ResetGpu(gpu=incident.gpu),))
+
+
+def record_health_check(incident: Incident, *, passed: bool, at: AwareDatetime) -> Transition:
+    """verifying → resolved (back into service) when the check passes, else escalated."""
+    if incident.state is not IncidentState.VERIFYING:
+        return _ignored(incident)
+    if not passed:
+        return _escalate(incident, reason="health check failed after reset", at=at)
+    back: Command
+    if isinstance(_drain_command(incident), DrainNode):
+        back = ReturnNodeToService(node=incident.node)
+    else:
+        assert incident.gpu is not None
+        back = ReturnGpuToService(gpu=incident.gpu)
+    return _move(incident, IncidentState.RESOLVED, at=at, commands=(back,), reason="health check passed")
+
+
+def record_failure(incident: Incident, *, reason: str, at: AwareDatetime) -> Transition:
+    """Any open state → escalated: a drain, migration, reset or reboot failed."""
+    if not incident.is_open:
+        return _ignored(incident)
+    return _escalate(incident, reason=reason, at=at)
+
+
+def check_deadline(incident: Incident, *, now: AwareDatetime, policy: RecoveryPolicy) -> Transition:
+    """Escalate an open incident once the recovery deadline after detection has passed."""
+    if not incident.is_open or now < incident.detected_at + policy.deadline:
+        return _ignored(incident)
+    return _escalate(incident, reason=f"not recovered within {policy.deadline}", at=now)

@@ -1,0 +1,58 @@
+"""Progress of one workload's migration through checkpoint, transfer, restore and running."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+__all__ = ["Migration", "MigrationPhase", "apply_progress"]
+
+
+class MigrationPhase(StrEnum):
+    """Phases of a migration, in the only order they may happen."""
+
+    PENDING = "pending"
+    CHECKPOINT = "checkpoint"
+    TRANSFER = "transfer"
+    RESTORE = "restore"
+    RUNNING = "running"
+
+
+_RANK = {phase: rank for rank, phase in enumerate(MigrationPhase)}
+
+
+class Migration(BaseModel):
+    """Where one workload's migration stands; percent is overall progress for the progress bar."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workload_id: str
+    phase: MigrationPhase = MigrationPhase.PENDING
+    percent: int = Field(default=0, ge=0, le=100)
+    updated_at: AwareDatetime | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the workload runs again on its new GPU."""
+        return self.phase is MigrationPhase.RUNNING
+
+
+def apply_progress(
+    migration: Migration, *, phase: MigrationPhase, percent: int, at: AwareDatetime
+) -> Migration | None:
+    """The migration after a progress report, or None when the report is stale, duplicate or invalid.
+
+    Reports arrive at least once and may be late, so only strictly forward ones count: the phase must not
+    go back, the percent must not fall, and something must change. Skipping a phase forward is accepted
+    because the report for it may have been superseded. Reaching running means 100%.
+    """
+    if migration.done or not 0 <= percent <= 100 or phase is MigrationPhase.PENDING:
+        return None
+    if phase is MigrationPhase.RUNNING:
+        percent = 100
+    if _RANK[phase] < _RANK[migration.phase] or percent < migration.percent:
+        return None
+    if phase is migration.phase and percent == migration.percent:
+        return None
+    return migration.model_copy(update={"phase": phase, "percent": percent, "updated_at": at})
