@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from services.recovery.catalog import FaultCatalog, load_catalog
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def catalog() -> FaultCatalog:
+    return load_catalog()
