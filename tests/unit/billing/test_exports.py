@@ -1,0 +1,77 @@
+import csv
+import io
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from services.billing.exports import COLUMNS, rows_for_project, write_csv, write_jsonl, write_parquet
+from services.billing.ledger import LedgerRow, ledger_rows, post_charge, reverse
+from services.billing.rating import rate
+from tests.unit.billing.factories import T0, allocation, flat_prices, minutes
+
+
+def _rows(n_minutes: int = 50) -> list[LedgerRow]:
+    prices = flat_prices(micro_per_hour=3_456_789)  # odd price so amounts are not round
+    lines = rate(allocation=allocation(), rated_until=None, now=T0 + minutes(n_minutes), prices=prices).lines
+    entries = [post_charge(line) for line in lines]
+    entries.append(reverse(entries[0], reason="goodwill", at=T0 + minutes(n_minutes)))
+    return list(ledger_rows(entries))
+
+
+def test_csv_round_trip_totals_equal_the_ledger() -> None:
+    rows, out = _rows(), io.BytesIO()
+
+    totals = write_csv(iter(rows), out)
+
+    read = list(csv.DictReader(io.StringIO(out.getvalue().decode())))
+    assert len(read) == totals.rows == len(rows)
+    assert sum(int(r["debit_micro"]) for r in read) == totals.debit_micro == sum(r.debit_micro for r in rows)
+    assert read[-1]["reverses_entry_id"] == rows[-1].reverses_entry_id
+
+
+def test_jsonl_round_trip_totals_equal_the_ledger() -> None:
+    rows, out = _rows(), io.BytesIO()
+
+    totals = write_jsonl(iter(rows), out)
+
+    read = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert list(read[0]) == list(COLUMNS)
+    assert sum(r["credit_micro"] for r in read) == totals.credit_micro == sum(r.credit_micro for r in rows)
+
+
+@pytest.mark.parametrize("row_group_size", [7, 1_000])
+def test_parquet_round_trip_in_bounded_row_groups_totals_equal_the_ledger(row_group_size: int) -> None:
+    rows, out = _rows(), io.BytesIO()
+
+    totals = write_parquet(iter(rows), out, row_group_size=row_group_size)
+
+    parquet = pq.ParquetFile(io.BytesIO(out.getvalue()))
+    table = parquet.read()
+    assert table.num_rows == totals.rows == len(rows)
+    assert (
+        sum(table.column("debit_micro").to_pylist()) == totals.debit_micro == sum(r.debit_micro for r in rows)
+    )
+    assert (
+        max(parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)) <= row_group_size
+    )
+    assert table.column("at").to_pylist()[0] == rows[0].at
+
+
+def test_empty_export_still_writes_a_readable_file_with_zero_totals() -> None:
+    out = io.BytesIO()
+
+    totals = write_parquet(iter([]), out)
+
+    assert totals.rows == totals.debit_micro == 0
+    assert pq.read_table(io.BytesIO(out.getvalue())).num_rows == 0
+
+
+def test_project_filter_keeps_only_that_project_within_the_date_range() -> None:
+    rows = _rows(10)
+
+    kept = list(rows_for_project(rows, tenant_id="acme", project="vision", start=T0, end=T0 + minutes(5)))
+
+    assert kept
+    assert all(T0 <= r.at < T0 + minutes(5) for r in kept)
+    assert not list(rows_for_project(rows, tenant_id="acme", project="other", start=T0, end=T0 + minutes(60)))
