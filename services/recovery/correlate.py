@@ -212,7 +212,7 @@ def _application(fault: FaultContext, others: Sequence[RecentFault]) -> Finding 
     return Finding(
         rule="same_workload_failing_elsewhere",
         cause=Cause.APPLICATION_BUG,
-        confidence=min(0.95, 0.6 + 0.15 * len(gpus)),
+        confidence=round(min(0.95, 0.6 + 0.15 * len(gpus)), 3),
         evidence=ev,
     )
 
@@ -232,7 +232,7 @@ def _node(
     return Finding(
         rule="peers_on_node_failing",
         cause=Cause.NODE_OR_INTERCONNECT,
-        confidence=min(0.9, 0.5 + 0.15 * len(failing)),
+        confidence=round(min(0.9, 0.5 + 0.15 * len(failing)), 3),
         evidence=ev,
     )
 
