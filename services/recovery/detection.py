@@ -90,6 +90,7 @@ def ingest_signal(
     """Fold the signal into a matching incident, or open one unless the catalog says to ignore it.
 
     incidents are the GPU's and node's recent incidents; incident_id is used only when one is opened.
+    workload_ids are the workloads to move: the GPU's, or the whole node's when the action reboots the node.
     """
     target = find_fold_target(incidents, signal=signal, fault_type=classification.fault_type, policy=policy)
     if target is not None:
