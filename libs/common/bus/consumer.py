@@ -1,0 +1,244 @@
+"""The consumer runner: at-least-once delivery, exactly-once application.
+
+For each partition batch it tries one transaction for the whole batch (fast path); if any handler
+raises, it rolls back and handles the batch event by event with bounded retries and backoff. An
+event that still fails goes to ``<topic>.dlq`` with the error attached and is recorded in the inbox
+as dead-lettered, so the partition keeps flowing. Offsets are committed only after the
+transactions that applied the events have committed; the inbox (consumer, event id) makes a
+redelivered event a no-op.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from opentelemetry.trace import SpanKind
+
+from libs.common.db.uow import UnitOfWork
+from libs.common.events import EVENT_TYPES, Envelope, Event, EventDecodeError, decode
+from libs.common.events.topics import dlq
+from libs.common.observability.metrics import (
+    CONSUMER_LAG,
+    EVENTS_CONSUMED,
+    EVENTS_DEAD_LETTERED,
+    EVENTS_FAILED,
+)
+from libs.common.observability.tracing import span_from_traceparent, traceparent_from_headers
+
+__all__ = ["ConsumerRunner", "Handler", "HandlerContext", "RetryPolicy"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerContext:
+    """What a handler gets besides its payload: the envelope and the open unit of work."""
+
+    envelope: Envelope
+    uow: UnitOfWork
+
+
+Handler = Callable[[Any, HandlerContext], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and full jitter."""
+
+    max_attempts: int = 5
+    base_s: float = 0.05
+    max_s: float = 2.0
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Seconds to wait after the given failed attempt (1-based)."""
+        return rng.uniform(0, min(self.max_s, self.base_s * 2 ** (attempt - 1)))
+
+
+_CLAIM = (
+    "INSERT INTO inbox (consumer, event_id, topic, status) VALUES ($1, $2, $3, $4) "
+    "ON CONFLICT DO NOTHING RETURNING 1"
+)
+_DEAD = (
+    'INSERT INTO dead_letters (consumer, topic, partition, "offset", event_id, event_type, error, attempts) '
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+)
+
+
+@dataclass(slots=True)
+class _Item:
+    record: ConsumerRecord[bytes, bytes]
+    logical_topic: str
+    envelope: Envelope | None = None
+    payload: Event | None = None
+    error: str | None = None
+    handler: Handler | None = field(default=None)
+
+
+class ConsumerRunner:
+    """Runs one consumer group member over a set of logical topics."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        service: str,
+        consumer: AIOKafkaConsumer,
+        producer: AIOKafkaProducer,
+        uow_factory: Callable[[], UnitOfWork],
+        handlers: Mapping[type[Event], Handler],
+        topic_prefix: str = "",
+        retry: RetryPolicy | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.name = name
+        self._service = service
+        self._consumer = consumer
+        self._producer = producer
+        self._uow_factory = uow_factory
+        self._handlers = {cls.event_type(): handler for cls, handler in handlers.items()}
+        self._prefix = topic_prefix
+        self._retry = retry or RetryPolicy()
+        self._rng = rng or random.Random()
+        self.processed = 0
+        self._lag_reported_at = 0.0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop`` is set; the consumer must already be started."""
+        while not stop.is_set():
+            batches = await self._consumer.getmany(timeout_ms=200, max_records=500)
+            for tp, records in batches.items():
+                await self._process_partition(tp, records)
+            await self._report_lag()
+
+    async def _process_partition(
+        self, tp: TopicPartition, records: Sequence[ConsumerRecord[bytes, bytes]]
+    ) -> None:
+        items = [self._decode(r) for r in records]
+        if not await self._apply_batch(items):
+            for item in items:
+                await self._apply_one(item)
+        await self._consumer.commit({tp: records[-1].offset + 1})
+        self.processed += len(records)
+
+    def _decode(self, record: ConsumerRecord[bytes, bytes]) -> _Item:
+        logical = record.topic.removeprefix(self._prefix)
+        item = _Item(record=record, logical_topic=logical)
+        try:
+            item.envelope, item.payload = decode(record.value or b"", EVENT_TYPES)
+            item.handler = self._handlers.get(item.envelope.type)
+        except EventDecodeError as exc:
+            item.error = str(exc)
+        return item
+
+    async def _apply_batch(self, items: list[_Item]) -> bool:
+        """Apply every decodable, handled event in one transaction; False if any raised."""
+        todo = [i for i in items if i.handler is not None and i.error is None]
+        if not todo or any(i.error for i in items):
+            return not todo and not any(i.error for i in items)
+        try:
+            async with self._uow_factory() as uow:
+                results = [await self._claim_and_handle(item, uow) for item in todo]
+                await uow.commit()
+        except Exception as exc:
+            log.info("batch of %d failed (%s); retrying event by event", len(todo), exc)
+            return False
+        for item, applied in zip(todo, results, strict=True):
+            EVENTS_CONSUMED.labels(
+                self._service, item.logical_topic, "applied" if applied else "duplicate"
+            ).inc()
+        return True
+
+    async def _apply_one(self, item: _Item) -> None:
+        if item.error is not None:
+            await self._dead_letter(item, item.error, attempts=0)
+            return
+        if item.handler is None:
+            EVENTS_CONSUMED.labels(self._service, item.logical_topic, "ignored").inc()
+            return
+        error = ""
+        for attempt in range(1, self._retry.max_attempts + 1):
+            try:
+                async with self._uow_factory() as uow:
+                    applied = await self._claim_and_handle(item, uow)
+                    await uow.commit()
+                EVENTS_CONSUMED.labels(
+                    self._service, item.logical_topic, "applied" if applied else "duplicate"
+                ).inc()
+                return
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                EVENTS_FAILED.labels(
+                    self._service, item.logical_topic, item.envelope.type if item.envelope else ""
+                ).inc()
+                log.warning("handler failed (attempt %d/%d): %s", attempt, self._retry.max_attempts, error)
+                if attempt < self._retry.max_attempts:
+                    await asyncio.sleep(self._retry.delay(attempt, self._rng))
+        await self._dead_letter(item, error, attempts=self._retry.max_attempts)
+
+    async def _claim_and_handle(self, item: _Item, uow: UnitOfWork) -> bool:
+        assert item.envelope is not None
+        assert item.handler is not None
+        claimed = await uow.conn.fetchval(_CLAIM, self.name, item.envelope.id, item.logical_topic, "applied")
+        if not claimed:
+            return False
+        traceparent = item.envelope.traceparent or traceparent_from_headers(item.record.headers)
+        with span_from_traceparent(
+            f"{item.logical_topic} process",
+            traceparent=traceparent,
+            kind=SpanKind.CONSUMER,
+            attributes={"messaging.message.id": item.envelope.id, "gpucloud.event_type": item.envelope.type},
+        ):
+            await item.handler(item.payload, HandlerContext(envelope=item.envelope, uow=uow))
+        return True
+
+    async def _dead_letter(self, item: _Item, error: str, *, attempts: int) -> None:
+        record = item.record
+        headers = [
+            *list(record.headers or ()),
+            ("dlq.error", error[:2000].encode()),
+            ("dlq.consumer", self.name.encode()),
+            ("dlq.attempts", str(attempts).encode()),
+            ("dlq.source", f"{record.topic}/{record.partition}/{record.offset}".encode()),
+        ]
+        await self._producer.send_and_wait(
+            dlq(record.topic), value=record.value, key=record.key, headers=headers
+        )
+        async with self._uow_factory() as uow:
+            if item.envelope is not None:
+                await uow.conn.execute(
+                    _CLAIM, self.name, item.envelope.id, item.logical_topic, "dead_lettered"
+                )
+            await uow.conn.execute(
+                _DEAD,
+                self.name,
+                item.logical_topic,
+                record.partition,
+                record.offset,
+                item.envelope.id if item.envelope else None,
+                item.envelope.type if item.envelope else None,
+                error,
+                attempts,
+            )
+            await uow.commit()
+        EVENTS_DEAD_LETTERED.labels(self._service, item.logical_topic).inc()
+        log.error("event sent to %s after %d attempt(s): %s", dlq(record.topic), attempts, error)
+
+    async def _report_lag(self) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - self._lag_reported_at < 2.0:
+            return
+        self._lag_reported_at = now
+        for tp in self._consumer.assignment():
+            high = self._consumer.highwater(tp)
+            if high is None:
+                continue
+            behind = max(0, high - await self._consumer.position(tp))
+            CONSUMER_LAG.labels(self._service, tp.topic.removeprefix(self._prefix), str(tp.partition)).set(
+                behind
+            )

@@ -1,0 +1,95 @@
+"""Kafka clients configured the way the bus relies on them, and topic creation."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaConnectionError, KafkaError
+
+from libs.common.events.topics import ALL_TOPICS, dlq
+
+__all__ = ["all_physical_topics", "create_consumer", "create_producer", "ensure_topics", "wait_for_broker"]
+
+log = logging.getLogger(__name__)
+
+
+def create_producer(*, bootstrap: str, client_id: str) -> AIOKafkaProducer:
+    """A producer that waits for every in-sync replica (acks=all).
+
+    The idempotent producer is not used: the embedded broker rejects InitProducerId, and the
+    inbox makes duplicates harmless anyway.
+    """
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        client_id=client_id,
+        acks="all",
+        enable_idempotence=False,
+        compression_type="gzip",
+        linger_ms=2,
+        max_batch_size=1024 * 1024,
+        max_request_size=8 * 1024 * 1024,
+        request_timeout_ms=15000,
+    )
+
+
+def create_consumer(
+    *, bootstrap: str, group_id: str, topics: Iterable[str], client_id: str
+) -> AIOKafkaConsumer:
+    """A group consumer that never auto-commits: offsets move only after the handler's transaction."""
+    return AIOKafkaConsumer(
+        *topics,
+        bootstrap_servers=bootstrap,
+        group_id=group_id,
+        client_id=client_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        max_poll_records=500,
+        fetch_max_wait_ms=100,
+        session_timeout_ms=10000,
+        heartbeat_interval_ms=1000,
+        max_poll_interval_ms=300000,
+    )
+
+
+def all_physical_topics(prefix: str) -> list[str]:
+    """Every topic of the registry and its dead-letter topic, with the prefix applied."""
+    return [f"{prefix}{name}" for topic in ALL_TOPICS for name in (topic, dlq(topic))]
+
+
+async def wait_for_broker(*, bootstrap: str, timeout_s: float = 30.0) -> None:
+    """Return once the broker answers metadata requests; raise after the timeout."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+        try:
+            await admin.start()
+            await admin.list_topics()
+            return
+        except (KafkaConnectionError, KafkaError, OSError) as exc:
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"Kafka at {bootstrap} did not answer within {timeout_s}s: {exc}") from exc
+            await asyncio.sleep(0.3)
+        finally:
+            await admin.close()
+
+
+async def ensure_topics(*, bootstrap: str, topics: Iterable[str], partitions: int) -> list[str]:
+    """Create the topics that do not exist yet; returns those created."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        missing = sorted(set(topics) - existing)
+        if missing:
+            new = [NewTopic(name=t, num_partitions=partitions, replication_factor=1) for t in missing]
+            try:
+                await admin.create_topics(new)
+            except KafkaError as exc:  # another replica may have created them a moment ago
+                log.info("create_topics raced with another creator: %s", exc)
+        return missing
+    finally:
+        await admin.close()

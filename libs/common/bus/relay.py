@@ -1,0 +1,138 @@
+"""The outbox relay: publishes committed outbox rows with acks=all, then marks them sent.
+
+A crash after publishing and before marking republishes the rows on restart; consumers dedupe by
+event id, so delivery is at least once and application exactly once. One relay per schema works
+at a time (an advisory lock per batch), which keeps the per-key order of the outbox.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import asyncpg
+from aiokafka import AIOKafkaProducer
+from opentelemetry.trace import SpanKind
+
+from libs.common.observability.metrics import EVENTS_PRODUCED, OUTBOX_BACKLOG
+from libs.common.observability.tracing import current_traceparent, kafka_headers, span_from_traceparent
+
+__all__ = ["OutboxRelay"]
+
+log = logging.getLogger(__name__)
+
+_SELECT = (
+    "SELECT seq, event_id, topic, key, payload, traceparent FROM outbox "
+    "WHERE sent_at IS NULL ORDER BY seq LIMIT $1"
+)
+_MARK = "UPDATE outbox SET sent_at = now() WHERE seq = ANY($1::bigint[])"
+_PRUNE = "DELETE FROM outbox WHERE sent_at < now() - make_interval(secs => $1)"
+
+
+class OutboxRelay:
+    """Moves outbox rows of one schema to Kafka."""
+
+    def __init__(
+        self,
+        *,
+        pool: asyncpg.Pool[Any],
+        producer: AIOKafkaProducer,
+        service: str,
+        schema: str,
+        topic_prefix: str = "",
+        batch_size: int = 500,
+        poll_interval_s: float = 0.5,
+        retention_s: float = 3600.0,
+    ) -> None:
+        self._pool = pool
+        self._producer = producer
+        self._service = service
+        self._schema = schema
+        self._prefix = topic_prefix
+        self._batch_size = batch_size
+        self._poll_interval_s = poll_interval_s
+        self._retention_s = retention_s
+        self._wake = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Publish until ``stop`` is set; wakes on NOTIFY and polls as a fallback."""
+        listener = await self._pool.acquire()
+        await listener.add_listener("gpucloud_outbox", self._on_notify)
+        try:
+            while not stop.is_set():
+                try:
+                    sent = await self.publish_batch()
+                except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
+                    log.warning("outbox relay batch failed, retrying: %s", exc)
+                    sent = 0
+                    await asyncio.sleep(self._poll_interval_s)
+                if sent < self._batch_size:
+                    await self._idle(stop)
+        finally:
+            await listener.remove_listener("gpucloud_outbox", self._on_notify)
+            await self._pool.release(listener)
+
+    async def publish_batch(self) -> int:
+        """Publish one batch of unsent rows; returns how many were published."""
+        async with self._pool.acquire() as conn, conn.transaction():
+            if not await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1))", self._lock_key):
+                return 0
+            rows = await conn.fetch(_SELECT, self._batch_size)
+            if rows:
+                await self._publish(rows)
+                await self._mark_sent(conn, [r["seq"] for r in rows])
+        return len(rows)
+
+    async def backlog(self) -> int:
+        """Rows not yet published (also exported as a gauge)."""
+        count = int(await self._pool.fetchval("SELECT count(*) FROM outbox WHERE sent_at IS NULL"))
+        OUTBOX_BACKLOG.labels(self._service).set(count)
+        return count
+
+    async def prune(self) -> int:
+        """Delete rows sent longer ago than the retention; returns how many."""
+        result = await self._pool.execute(_PRUNE, self._retention_s)
+        return int(result.split()[-1])
+
+    @property
+    def _lock_key(self) -> str:
+        return f"gpucloud.relay.{self._schema}"
+
+    async def _publish(self, rows: list[asyncpg.Record]) -> None:
+        futures = []
+        for row in rows:
+            topic = f"{self._prefix}{row['topic']}"
+            with span_from_traceparent(
+                f"{topic} publish",
+                traceparent=row["traceparent"],
+                kind=SpanKind.PRODUCER,
+                attributes={
+                    "messaging.destination.name": topic,
+                    "messaging.message.id": str(row["event_id"]),
+                },
+            ):
+                headers = [*kafka_headers(current_traceparent()), ("ce_id", str(row["event_id"]).encode())]
+                futures.append(
+                    await self._producer.send(
+                        topic, value=bytes(row["payload"]), key=row["key"].encode(), headers=headers
+                    )
+                )
+            EVENTS_PRODUCED.labels(self._service, row["topic"]).inc()
+        await asyncio.gather(*futures)
+
+    async def _mark_sent(self, conn: asyncpg.Connection[Any], seqs: list[int]) -> None:
+        await conn.execute(_MARK, seqs)
+
+    def _on_notify(self, conn: object, pid: int, channel: str, payload: str) -> None:
+        if payload == self._schema:
+            self._wake.set()
+
+    async def _idle(self, stop: asyncio.Event) -> None:
+        self._wake.clear()
+        waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=self._poll_interval_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()

@@ -1,0 +1,29 @@
+"""asyncpg pools bound to one service's schema."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+
+__all__ = ["create_pool", "init_connection"]
+
+
+async def init_connection(conn: asyncpg.Connection[Any]) -> None:
+    """Decode json/jsonb columns to Python objects on every pooled connection."""
+    for name in ("json", "jsonb"):
+        await conn.set_type_codec(name, encoder=json.dumps, decoder=json.loads, schema="pg_catalog")
+
+
+async def create_pool(*, dsn: str, schema: str, max_size: int = 10, min_size: int = 1) -> asyncpg.Pool[Any]:
+    """Open a pool whose connections resolve unqualified names in ``schema`` first."""
+    pool = await asyncpg.create_pool(
+        dsn=dsn,
+        min_size=min_size,
+        max_size=max_size,
+        server_settings={"search_path": f"{schema},public", "application_name": f"gpucloud-{schema}"},
+        init=init_connection,
+    )
+    assert pool is not None
+    return pool

@@ -1,0 +1,85 @@
+"""What the node agent reports: discovery for inventory, workload progress for the scheduler."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from libs.common.events import topics
+from libs.common.events.base import Event
+
+TOPIC = topics.NODE_AGENT
+
+
+class DiscoveredMigInstance(BaseModel):
+    """A MIG instance as NVML reports it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    profile: str = Field(description="Profile name, e.g. 1g.10gb.")
+    slot: int | None = Field(default=None, description="Placement start slot, when known.")
+    uuid: str | None = Field(default=None, description="MIG device UUID.")
+
+
+class DiscoveredGpu(BaseModel):
+    """One GPU as the node agent sees it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    uuid: str = Field(description="NVML UUID.")
+    index: int = Field(description="Index on the node.")
+    model: str = Field(description="Catalog model name, e.g. H100-80GB-SXM.")
+    memory_bytes: int = Field(description="Framebuffer size.")
+    pci_bus_id: str | None = Field(default=None, description="PCIe bus id.")
+    nvlink_peers: list[str] = Field(default_factory=list, description="UUIDs reachable over NVLink.")
+    mig_enabled: bool = Field(default=False, description="MIG mode.")
+    mig_instances: list[DiscoveredMigInstance] = Field(default_factory=list, description="MIG instances.")
+
+
+class NodeDiscoveredV1(Event):
+    """The agent (re)discovered its node's GPUs; re-discovery of the same facts changes nothing."""
+
+    type: Literal["agent.node.discovered.v1"] = "agent.node.discovered.v1"
+    node: str = Field(description="Hostname.")
+    labels: dict[str, str] = Field(default_factory=dict, description="zone, region, edge, pool...")
+    gpus: list[DiscoveredGpu] = Field(description="Every GPU on the node.")
+    source: Literal["nvml", "simulated", "fleet-file"] = Field(description="Where the facts came from.")
+
+    def subject(self) -> str:
+        return self.node
+
+
+class _AgentWorkloadEvent(Event):
+    workload_id: str = Field(description="Workload id.")
+    tenant_id: str = Field(description="Owning tenant.")
+    placement_id: str = Field(description="Placement the report is about.")
+    node: str = Field(description="Reporting node.")
+
+    def subject(self) -> str:
+        return self.workload_id
+
+
+class WorkloadStartedV1(_AgentWorkloadEvent):
+    """The host started the workload."""
+
+    type: Literal["agent.workload.started.v1"] = "agent.workload.started.v1"
+
+
+class WorkloadExitedV1(_AgentWorkloadEvent):
+    """The workload's process ended on the host."""
+
+    type: Literal["agent.workload.exited.v1"] = "agent.workload.exited.v1"
+    outcome: Literal["completed", "failed"] = Field(description="How it ended.")
+    reason: str = Field(default="", description="Exit detail.")
+
+
+class MigrationStepV1(_AgentWorkloadEvent):
+    """Progress of moving a workload: checkpoint, transfer, restore, running."""
+
+    type: Literal["agent.migration.step.v1"] = "agent.migration.step.v1"
+    phase: Literal["checkpoint", "transfer", "restore", "running"] = Field(description="Current phase.")
+    percent: int = Field(ge=0, le=100, description="Overall progress.")
+
+
+EVENTS: tuple[type[Event], ...] = (NodeDiscoveredV1, WorkloadStartedV1, WorkloadExitedV1, MigrationStepV1)

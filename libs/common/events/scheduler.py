@@ -1,0 +1,123 @@
+"""Workload lifecycle and allocations, keyed by workload id."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from libs.common.events import topics
+from libs.common.events.base import Event
+
+TOPIC = topics.SCHEDULER
+
+WorkloadKind = Literal["instance", "job"]
+PricingClass = Literal["on_demand", "spot", "reserved"]
+
+
+class AllocationItem(BaseModel):
+    """One GPU, MIG instance or time-sliced share held by a placement."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    gpu_uuid: str = Field(description="GPU held.")
+    partition_id: str | None = Field(default=None, description="MIG instance or share; None = whole GPU.")
+    units: Decimal = Field(description="Compute units held on this GPU.")
+    model: str = Field(description="GPU model, for pricing.")
+    profile: str | None = Field(default=None, description="MIG profile, for pricing.")
+
+
+class _WorkloadEvent(Event):
+    workload_id: str = Field(description="Workload id.")
+    tenant_id: str = Field(description="Owning tenant.")
+
+    def subject(self) -> str:
+        return self.workload_id
+
+
+class WorkloadSubmittedV1(_WorkloadEvent):
+    """A workload was accepted into the system."""
+
+    type: Literal["scheduler.workload.submitted.v1"] = "scheduler.workload.submitted.v1"
+    kind: WorkloadKind = Field(description="instance or job.")
+    urgency: float = Field(description="0..1 as requested.")
+    preemptible: bool = Field(default=False, description="May be preempted (spot).")
+    pricing_class: PricingClass = Field(default="on_demand", description="How it is billed.")
+    tags: dict[str, str] = Field(default_factory=dict, description="project, team, cost-center, free tags.")
+    resources: dict[str, str | int] = Field(default_factory=dict, description="Requested resources.")
+
+
+class WorkloadQueuedV1(_WorkloadEvent):
+    """A workload waits for capacity."""
+
+    type: Literal["scheduler.workload.queued.v1"] = "scheduler.workload.queued.v1"
+    position: int = Field(description="1-based position in the tenant-visible queue.")
+    priority: float = Field(description="Priority at the time of queueing.")
+    estimated_start: datetime | None = Field(default=None, description="Best estimate, if any.")
+
+
+class WorkloadPlacedV1(_WorkloadEvent):
+    """A workload was given GPUs; the node agent starts it."""
+
+    type: Literal["scheduler.workload.placed.v1"] = "scheduler.workload.placed.v1"
+    placement_id: str = Field(description="Unique per placement; a migration makes a new one.")
+    node: str = Field(description="Node of the first allocation (all of them for a same-node gang).")
+    allocations: list[AllocationItem] = Field(description="Everything this placement holds.")
+    kind: WorkloadKind = Field(description="instance or job.")
+    profile: str = Field(default="training", description="training, inference or interactive.")
+    pricing_class: PricingClass = Field(default="on_demand", description="How it is billed.")
+    tags: dict[str, str] = Field(default_factory=dict, description="Tags for cost allocation.")
+    duration_s: float | None = Field(default=None, description="Expected run time of a job, if known.")
+    priority: float = Field(default=0.0, description="Priority it was placed with.")
+
+
+class WorkloadRunningV1(_WorkloadEvent):
+    """The node agent reported the workload running on its placement."""
+
+    type: Literal["scheduler.workload.running.v1"] = "scheduler.workload.running.v1"
+    placement_id: str = Field(description="The placement that runs.")
+    node: str = Field(description="Node running it.")
+
+
+class WorkloadEndedV1(_WorkloadEvent):
+    """A placement ended and released its GPUs; ``outcome`` says how."""
+
+    type: Literal["scheduler.workload.ended.v1"] = "scheduler.workload.ended.v1"
+    placement_id: str = Field(description="The placement that ended.")
+    outcome: Literal["completed", "failed", "cancelled", "preempted", "migrated", "reclaimed"] = Field(
+        description="Why the placement ended."
+    )
+    reason: str = Field(default="", description="Human-readable detail.")
+    requeued: bool = Field(default=False, description="True when the workload waits to be placed again.")
+
+
+class WorkloadPreemptionScheduledV1(_WorkloadEvent):
+    """A preemptible workload will be preempted at ``deadline`` unless it finishes first."""
+
+    type: Literal["scheduler.workload.preemption_scheduled.v1"] = "scheduler.workload.preemption_scheduled.v1"
+    placement_id: str = Field(description="Placement to be preempted.")
+    deadline: datetime = Field(description="End of the grace period.")
+    preempted_for: str = Field(description="Workload that needs the capacity.")
+
+
+class WorkloadMigratingV1(_WorkloadEvent):
+    """A workload moves from one placement to another (recovery or rebalancing)."""
+
+    type: Literal["scheduler.workload.migrating.v1"] = "scheduler.workload.migrating.v1"
+    from_placement_id: str = Field(description="Placement being left.")
+    to_placement_id: str = Field(description="Placement being entered.")
+    reason: str = Field(default="", description="Why.")
+    incident_id: str | None = Field(default=None, description="Recovery incident, if any.")
+
+
+EVENTS: tuple[type[Event], ...] = (
+    WorkloadSubmittedV1,
+    WorkloadQueuedV1,
+    WorkloadPlacedV1,
+    WorkloadRunningV1,
+    WorkloadEndedV1,
+    WorkloadPreemptionScheduledV1,
+    WorkloadMigratingV1,
+)

@@ -1,0 +1,83 @@
+"""Per-second GPU samples (keyed by node) and fault signals (keyed by GPU)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from libs.common.events import topics
+from libs.common.events.base import Event
+
+SAMPLES_TOPIC = topics.TELEMETRY_SAMPLES
+FAULTS_TOPIC = topics.TELEMETRY_FAULTS
+
+FaultKind = Literal["xid", "ecc", "thermal", "power", "lost", "agent_silent", "pcie", "oom"]
+
+
+class GpuMetrics(BaseModel):
+    """The twelve core metrics of one GPU (or MIG instance) at one instant; None = not supported."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    gpu: str = Field(description="GPU UUID (or MIG device UUID).")
+    index: int = Field(description="Index on the node.")
+    model: str = Field(default="", description="GPU model.")
+    sm_util_pct: float | None = Field(default=None, description="Compute (SM) utilisation, %.")
+    mem_util_pct: float | None = Field(default=None, description="Memory-controller utilisation, %.")
+    fb_used_bytes: int | None = Field(default=None, description="Framebuffer used, bytes.")
+    fb_total_bytes: int | None = Field(default=None, description="Framebuffer total, bytes.")
+    pcie_tx_bytes_per_s: float | None = Field(default=None, description="PCIe transmit, bytes/s.")
+    pcie_rx_bytes_per_s: float | None = Field(default=None, description="PCIe receive, bytes/s.")
+    gpu_temp_c: float | None = Field(default=None, description="GPU temperature, °C.")
+    mem_temp_c: float | None = Field(default=None, description="Memory (HBM) temperature, °C.")
+    power_w: float | None = Field(default=None, description="Power draw, W.")
+    power_limit_w: float | None = Field(default=None, description="Enforced power limit, W.")
+    sm_clock_mhz: float | None = Field(default=None, description="SM clock, MHz.")
+    mem_clock_mhz: float | None = Field(default=None, description="Memory clock, MHz.")
+    ecc_sbe_count: int | None = Field(default=None, description="Volatile single-bit ECC errors.")
+    ecc_dbe_count: int | None = Field(default=None, description="Volatile double-bit ECC errors.")
+    xid_count: int | None = Field(default=None, description="XID errors seen (a counter).")
+    throttle_reasons: int | None = Field(default=None, description="NVML clock-throttle bitmask.")
+    workload_id: str | None = Field(default=None, description="Workload allocated, if any.")
+    tenant_id: str | None = Field(default=None, description="Tenant allocated, if any.")
+
+    @property
+    def fb_used_pct(self) -> float | None:
+        """Framebuffer used as a percentage of total."""
+        if self.fb_used_bytes is None or not self.fb_total_bytes:
+            return None
+        return 100.0 * self.fb_used_bytes / self.fb_total_bytes
+
+
+class SampleBatchV1(Event):
+    """One node's samples for one tick."""
+
+    type: Literal["telemetry.samples.batch.v1"] = "telemetry.samples.batch.v1"
+    node: str = Field(description="Hostname.")
+    at: datetime = Field(description="Sampling instant (UTC).")
+    samples: list[GpuMetrics] = Field(description="One entry per GPU or MIG instance.")
+
+    def subject(self) -> str:
+        return self.node
+
+
+class FaultSignaledV1(Event):
+    """A fault was observed on a GPU or node, with the evidence that showed it."""
+
+    type: Literal["telemetry.fault.signaled.v1"] = "telemetry.fault.signaled.v1"
+    fault_id: str = Field(description="Unique id of this observation.")
+    kind: FaultKind = Field(description="What kind of fault.")
+    xid: int | None = Field(default=None, description="XID code when kind is xid.")
+    gpu_uuid: str | None = Field(default=None, description="GPU, None for node-level faults.")
+    node: str = Field(description="Hostname.")
+    at: datetime = Field(description="When it was observed.")
+    evidence: dict[str, Any] = Field(default_factory=dict, description="Readings that show the fault.")
+
+    def subject(self) -> str:
+        return self.gpu_uuid or self.node
+
+
+SAMPLE_EVENTS: tuple[type[Event], ...] = (SampleBatchV1,)
+FAULT_EVENTS: tuple[type[Event], ...] = (FaultSignaledV1,)

@@ -1,0 +1,84 @@
+"""OpenTelemetry tracing whose context travels in HTTP headers, envelopes and Kafka headers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.trace import Span, SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+__all__ = [
+    "context_from_traceparent",
+    "current_trace_id",
+    "current_traceparent",
+    "kafka_headers",
+    "setup_tracing",
+    "span_from_traceparent",
+    "traceparent_from_headers",
+]
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+_configured = False
+
+
+def setup_tracing(*, service_name: str, exporters: Sequence[SpanExporter] = ()) -> None:
+    """Install the process's tracer provider once; later calls only add exporters."""
+    global _configured
+    provider = trace.get_tracer_provider()
+    if not _configured:
+        provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+        trace.set_tracer_provider(provider)
+        _configured = True
+    for exporter in exporters:
+        if isinstance(provider, TracerProvider):
+            provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+
+def current_traceparent() -> str | None:
+    """The W3C traceparent of the active span, or None outside any trace."""
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    return carrier.get("traceparent")
+
+
+def current_trace_id() -> str | None:
+    """The active trace id as 32 hex digits, or None."""
+    ctx = trace.get_current_span().get_span_context()
+    return format(ctx.trace_id, "032x") if ctx.is_valid else None
+
+
+def context_from_traceparent(traceparent: str | None) -> otel_context.Context:
+    """An OpenTelemetry context whose parent is the given traceparent (empty if None)."""
+    return _PROPAGATOR.extract({"traceparent": traceparent} if traceparent else {})
+
+
+def kafka_headers(traceparent: str | None) -> list[tuple[str, bytes]]:
+    """Kafka message headers carrying the trace context."""
+    return [("traceparent", traceparent.encode())] if traceparent else []
+
+
+def traceparent_from_headers(headers: Sequence[tuple[str, bytes]] | None) -> str | None:
+    """The traceparent carried in Kafka message headers, if any."""
+    for key, value in headers or ():
+        if key == "traceparent":
+            return value.decode()
+    return None
+
+
+@contextmanager
+def span_from_traceparent(
+    name: str, *, traceparent: str | None, kind: SpanKind, attributes: dict[str, Any] | None = None
+) -> Iterator[Span]:
+    """Start a span as a child of a remote traceparent (a new trace when there is none)."""
+    tracer = trace.get_tracer("gpucloud")
+    with tracer.start_as_current_span(
+        name, context=context_from_traceparent(traceparent), kind=kind, attributes=attributes
+    ) as span:
+        yield span

@@ -1,0 +1,230 @@
+"""A service's process-wide resources and background work, started and stopped together.
+
+One instance per process, built by the service's composition root: the Postgres pool bound to its
+schema, Redis, the Kafka producer, the outbox relay, one supervised task per consumer, and any
+background loops the service adds. Every service also consumes the platform topic, so it can
+authenticate tenants' API keys locally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+from aiokafka import AIOKafkaProducer
+from redis.asyncio import Redis
+
+from libs.common.auth.replication import HANDLERS as AUTH_HANDLERS
+from libs.common.bus.consumer import ConsumerRunner, Handler, RetryPolicy
+from libs.common.bus.kafka import (
+    all_physical_topics,
+    create_consumer,
+    create_producer,
+    ensure_topics,
+    wait_for_broker,
+)
+from libs.common.bus.relay import OutboxRelay
+from libs.common.db.migrate import Migration, migrate
+from libs.common.db.pool import create_pool
+from libs.common.db.uow import PostgresUnitOfWork
+from libs.common.events import Event
+from libs.common.events.topics import PLATFORM
+from libs.common.redis import Keyspace, create_redis
+from libs.common.settings import BaseServiceSettings
+
+__all__ = ["BackgroundTask", "ConsumerSpec", "ServiceRuntime"]
+
+log = logging.getLogger(__name__)
+
+BackgroundTask = Callable[["ServiceRuntime", asyncio.Event], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSpec:
+    """One consumer of a service: its name (part of the group id), logical topics and handlers."""
+
+    name: str
+    topics: tuple[str, ...]
+    handlers: Mapping[type[Event], Handler]
+
+
+@dataclass
+class ServiceRuntime:
+    """Everything a running service holds; ``start`` opens it all, ``stop`` closes it all."""
+
+    settings: BaseServiceSettings
+    migrations: Sequence[Migration] = ()
+    consumers: Sequence[ConsumerSpec] = ()
+    background: Sequence[tuple[str, BackgroundTask]] = ()
+    run_relay: bool = True
+    _pool: asyncpg.Pool[Any] | None = None
+    _redis: Redis | None = None
+    _producer: AIOKafkaProducer | None = None
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    runners: dict[str, ConsumerRunner] = field(default_factory=dict)
+
+    @property
+    def pool(self) -> asyncpg.Pool[Any]:
+        """The Postgres pool (search_path = this service's schema)."""
+        if self._pool is None:
+            raise RuntimeError("runtime not started")
+        return self._pool
+
+    @property
+    def redis(self) -> Redis:
+        """The Redis client."""
+        if self._redis is None:
+            raise RuntimeError("runtime not started")
+        return self._redis
+
+    @property
+    def producer(self) -> AIOKafkaProducer:
+        """The Kafka producer (used by the relay and the DLQ)."""
+        if self._producer is None:
+            raise RuntimeError("runtime not started")
+        return self._producer
+
+    @property
+    def keys(self) -> Keyspace:
+        """This service's Redis namespace."""
+        return Keyspace(self.settings.redis_prefix).child(self.settings.service_name)
+
+    def uow(self) -> PostgresUnitOfWork:
+        """A new unit of work on this service's schema."""
+        return PostgresUnitOfWork(pool=self.pool, source=self.settings.service_name)
+
+    async def start(self) -> None:
+        """Migrate, connect, create topics, then start the relay, consumers and background tasks."""
+        s = self.settings
+        if self.migrations:
+            await migrate(dsn=s.database_url, schema=s.pg_schema, migrations=list(self.migrations))
+        self._pool = await create_pool(dsn=s.database_url, schema=s.pg_schema, max_size=s.db_pool_max)
+        self._redis = create_redis(s.redis_url)
+        await wait_for_broker(bootstrap=s.kafka_bootstrap_servers)
+        await ensure_topics(
+            bootstrap=s.kafka_bootstrap_servers,
+            topics=all_physical_topics(s.kafka_topic_prefix),
+            partitions=s.kafka_partitions,
+        )
+        self._producer = create_producer(bootstrap=s.kafka_bootstrap_servers, client_id=s.service_name)
+        await self._producer.start()
+        self._stop.clear()
+        if self.run_relay:
+            self._spawn("relay", self._run_relay)
+        for spec in (ConsumerSpec("platform", (PLATFORM,), AUTH_HANDLERS), *self.consumers):
+            self._spawn(f"consumer:{spec.name}", self._consumer_loop(spec))
+        for name, task in self.background:
+            self._spawn(name, self._bind(task))
+
+    async def stop(self, *, timeout_s: float = 10.0) -> None:
+        """Stop background work (consumers leave their groups), then close connections."""
+        self._stop.set()
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=timeout_s)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        self._tasks.clear()
+        if self._producer is not None:
+            await self._producer.stop()
+        if self._redis is not None:
+            await self._redis.aclose()
+        if self._pool is not None:
+            await self._pool.close()
+        self._producer = self._redis = self._pool = None
+
+    async def readiness(self) -> dict[str, str]:
+        """'ok' or the error for each dependency: postgres, redis, kafka."""
+        checks: dict[str, str] = {}
+        for name, probe in (
+            ("postgres", self._check_pg),
+            ("redis", self._check_redis),
+            ("kafka", self._check_kafka),
+        ):
+            try:
+                await asyncio.wait_for(probe(), timeout=2.0)
+                checks[name] = "ok"
+            except Exception as exc:
+                checks[name] = f"{type(exc).__name__}: {exc}"
+        return checks
+
+    async def _check_pg(self) -> None:
+        await self.pool.fetchval("SELECT 1")
+
+    async def _check_redis(self) -> None:
+        await self.redis.ping()
+
+    async def _check_kafka(self) -> None:
+        await self.producer.client.fetch_all_metadata()
+
+    def _spawn(self, name: str, factory: Callable[[], Awaitable[None]]) -> None:
+        self._tasks.append(asyncio.create_task(self._supervise(name, factory), name=name))
+
+    def _bind(self, task: BackgroundTask) -> Callable[[], Awaitable[None]]:
+        return lambda: task(self, self._stop)
+
+    async def _supervise(self, name: str, factory: Callable[[], Awaitable[None]]) -> None:
+        """Run a loop until stop; if it crashes, log and restart it after a backoff."""
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                await factory()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s crashed; restarting in %.1fs", name, backoff)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), timeout=backoff)
+                backoff = min(backoff * 2, 10.0)
+
+    async def _run_relay(self) -> None:
+        s = self.settings
+        relay = OutboxRelay(
+            pool=self.pool,
+            producer=self.producer,
+            service=s.service_name,
+            schema=s.pg_schema,
+            topic_prefix=s.kafka_topic_prefix,
+            batch_size=s.outbox_batch_size,
+            poll_interval_s=s.outbox_poll_interval_s,
+        )
+        await relay.run(self._stop)
+
+    def _consumer_loop(self, spec: ConsumerSpec) -> Callable[[], Awaitable[None]]:
+        async def loop() -> None:
+            s = self.settings
+            consumer = create_consumer(
+                bootstrap=s.kafka_bootstrap_servers,
+                group_id=s.group_id(spec.name),
+                topics=[s.topic(t) for t in spec.topics],
+                client_id=f"{s.service_name}.{spec.name}",
+            )
+            await consumer.start()
+            runner = ConsumerRunner(
+                name=spec.name,
+                service=s.service_name,
+                consumer=consumer,
+                producer=self.producer,
+                uow_factory=self.uow,
+                handlers=spec.handlers,
+                topic_prefix=s.kafka_topic_prefix,
+                retry=RetryPolicy(
+                    max_attempts=s.consumer_max_attempts,
+                    base_s=s.consumer_backoff_s,
+                    max_s=s.consumer_backoff_max_s,
+                ),
+            )
+            self.runners[spec.name] = runner
+            try:
+                await runner.run(self._stop)
+            finally:
+                await consumer.stop()
+
+        return loop

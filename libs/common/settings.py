@@ -1,0 +1,88 @@
+"""Settings shared by every service, read from the environment by pydantic-settings.
+
+Shared infrastructure settings keep their well-known names (``KAFKA_BOOTSTRAP_SERVERS``,
+``DATABASE_URL``, ``REDIS_URL``...) whatever the service; a service's own settings take its prefix
+(``SCHEDULER_HTTP_PORT``). Nothing is read at import time: call ``Settings()`` in a composition root.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["DEV_ADMIN_KEY", "BaseServiceSettings", "Environment"]
+
+Environment = Literal["development", "test", "production"]
+
+#: The admin key a development stack uses when none is configured; refused in any other environment.
+DEV_ADMIN_KEY = "dev-admin-key-change-me"
+
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+class BaseServiceSettings(BaseSettings):
+    """Settings every service has; subclasses add their own fields and set ``env_prefix``."""
+
+    model_config = SettingsConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    service_name: str = Field(default="service", description="Name used for logs, traces, groups.")
+    environment: Environment = Field(default="development", alias="ENVIRONMENT")
+    kafka_bootstrap_servers: str = Field(default="127.0.0.1:9092", alias="KAFKA_BOOTSTRAP_SERVERS")
+    kafka_topic_prefix: str = Field(
+        default="", alias="KAFKA_TOPIC_PREFIX", description="Prepended to every topic and group id."
+    )
+    kafka_partitions: int = Field(default=3, ge=1, le=256, alias="KAFKA_PARTITIONS")
+    database_url: str = Field(default="postgresql://postgres@127.0.0.1:5432/postgres", alias="DATABASE_URL")
+    db_schema: str = Field(default="", alias="DB_SCHEMA", description="Defaults to the service name.")
+    db_pool_max: int = Field(default=10, ge=1, le=200, alias="DB_POOL_MAX")
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="REDIS_URL")
+    redis_prefix: str = Field(default="gpucloud:", alias="REDIS_PREFIX")
+    admin_api_key: SecretStr | None = Field(default=None, alias="ADMIN_API_KEY")
+    http_host: str = Field(default="127.0.0.1", alias="HTTP_HOST")
+    http_port: int = Field(default=8000, ge=0, le=65535)
+    log_level: str = Field(default="INFO", alias="LOG_LEVEL")
+    log_json: bool = Field(default=True, alias="LOG_JSON")
+    outbox_poll_interval_s: float = Field(default=0.5, gt=0, alias="OUTBOX_POLL_INTERVAL_S")
+    outbox_batch_size: int = Field(default=500, ge=1, alias="OUTBOX_BATCH_SIZE")
+    consumer_max_attempts: int = Field(default=5, ge=1, alias="CONSUMER_MAX_ATTEMPTS")
+    consumer_backoff_s: float = Field(default=0.05, ge=0, alias="CONSUMER_BACKOFF_S")
+    consumer_backoff_max_s: float = Field(default=2.0, ge=0, alias="CONSUMER_BACKOFF_MAX_S")
+
+    @field_validator("db_schema")
+    @classmethod
+    def _schema_is_identifier(cls, value: str) -> str:
+        if value and not _IDENTIFIER.match(value):
+            raise ValueError("DB_SCHEMA must be a lower-case SQL identifier")
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_default_admin_key_outside_development(self) -> BaseServiceSettings:
+        key = self.admin_api_key.get_secret_value() if self.admin_api_key else None
+        if self.environment != "development" and key in (None, "", DEV_ADMIN_KEY):
+            raise ValueError(
+                f"ADMIN_API_KEY must be set to a non-default secret when ENVIRONMENT={self.environment}"
+            )
+        if key is not None and len(key) < 16:
+            raise ValueError("ADMIN_API_KEY must be at least 16 characters")
+        return self
+
+    @property
+    def pg_schema(self) -> str:
+        """The Postgres schema this service owns."""
+        return self.db_schema or self.service_name
+
+    @property
+    def admin_key(self) -> str:
+        """The configured admin key, or the development default (only reachable in development)."""
+        return self.admin_api_key.get_secret_value() if self.admin_api_key else DEV_ADMIN_KEY
+
+    def topic(self, logical: str) -> str:
+        """The physical topic name for a logical topic (adds the configured prefix)."""
+        return f"{self.kafka_topic_prefix}{logical}"
+
+    def group_id(self, consumer: str) -> str:
+        """The consumer-group id for one of this service's consumers."""
+        return f"{self.kafka_topic_prefix}{self.service_name}.{consumer}"
