@@ -6,8 +6,9 @@ import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from functools import lru_cache
+from typing import Self
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 __all__ = ["LABEL_NAME_RE", "MatchOp", "Matcher", "format_matchers", "matches_all", "parse_matchers"]
 
@@ -45,12 +46,15 @@ class Matcher(BaseModel):
             raise ValueError(f"invalid label name {name!r}")
         return name
 
-    @field_validator("value")
-    @classmethod
-    def _valid_regex(cls, value: str) -> str:
+    @model_validator(mode="after")
+    def _valid_regex(self) -> Self:
         # Validate eagerly so a bad regex is refused when the rule is saved, not at evaluation.
-        re.compile(value)
-        return value
+        if self.op in (MatchOp.RE, MatchOp.NRE):
+            try:
+                re.compile(self.value)
+            except re.error as error:
+                raise ValueError(f"invalid regular expression {self.value!r}: {error}") from None
+        return self
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether this matcher accepts the label set (regexes are anchored, as in Prometheus)."""
