@@ -31,7 +31,8 @@ def test_xid_79_makes_the_gpu_a_lost_reading_and_fails_its_workload(fleet: SimFl
     run(fleet, hostname="node-a", start_s=1, end_s=60)
     fleet.inject_fault(gpu_uuid=gpu, fault=FaultKind.FALL_OFF_BUS, now=at(61))
     lost = reading(fleet, second=62)
-    assert isinstance(lost, GpuLost) and "XID 79" in lost.reason
+    assert isinstance(lost, GpuLost)
+    assert "XID 79" in lost.reason
     reports = fleet.advance(now=at(62))
     assert [(r.workload_id, r.event, r.reason) for r in reports] == [("job-0", "failed", "XID 79")]
     assert isinstance(reading(fleet, second=63, index=1), GpuSample)
@@ -49,7 +50,8 @@ def test_an_ecc_burst_raises_the_single_bit_counter(fleet: SimFleet) -> None:
     gpu = train_on(fleet)
     fleet.inject_fault(gpu_uuid=gpu, fault=FaultKind.ECC_BURST, now=at(1))
     sample = reading(fleet, second=2)
-    assert isinstance(sample, GpuSample) and sample.ecc_sbe_total is not None
+    assert isinstance(sample, GpuSample)
+    assert sample.ecc_sbe_total is not None
     assert 50 <= sample.ecc_sbe_total <= 500
 
 
@@ -74,9 +76,11 @@ def test_power_capping_limits_draw_and_reports_the_reason(fleet: SimFleet) -> No
     fleet.inject_fault(gpu_uuid=gpu, fault=FaultKind.POWER_CAP, now=at(60))
     sample = reading(fleet, second=61)
     assert isinstance(sample, GpuSample)
-    assert sample.power_limit_w == 350 and sample.power_w == 350
+    assert sample.power_limit_w == 350
+    assert sample.power_w == 350
     assert "sw_power_cap" in sample.throttle_names
-    assert sample.sm_clock_mhz is not None and sample.sm_clock_mhz < 1980
+    assert sample.sm_clock_mhz is not None
+    assert sample.sm_clock_mhz < 1980
 
 
 def test_pcie_saturation_fills_the_link_and_starves_the_sms(fleet: SimFleet) -> None:
@@ -85,9 +89,11 @@ def test_pcie_saturation_fills_the_link_and_starves_the_sms(fleet: SimFleet) -> 
     fleet.inject_fault(gpu_uuid=gpu, fault=FaultKind.PCIE_SATURATION, now=at(80))
     run(fleet, hostname="node-a", start_s=81, end_s=100)
     sample = reading(fleet, second=101)
-    assert isinstance(sample, GpuSample) and sample.pcie_rx_bytes_per_s is not None
+    assert isinstance(sample, GpuSample)
+    assert sample.pcie_rx_bytes_per_s is not None
     assert sample.pcie_rx_bytes_per_s >= 0.95 * 50e9
-    assert sample.sm_util_pct is not None and sample.sm_util_pct < 45
+    assert sample.sm_util_pct is not None
+    assert sample.sm_util_pct < 45
 
 
 def test_a_memory_leak_grows_memory_until_the_job_dies_of_oom(fleet: SimFleet) -> None:
@@ -99,7 +105,8 @@ def test_a_memory_leak_grows_memory_until_the_job_dies_of_oom(fleet: SimFleet) -
     for second in range(121, 600):
         failures += [r for r in fleet.advance(now=at(second)) if r.event == "failed"]
         sample = reading(fleet, second=second)
-        assert isinstance(sample, GpuSample) and sample.fb_used_bytes is not None
+        assert isinstance(sample, GpuSample)
+        assert sample.fb_used_bytes is not None
         peak = max(peak, sample.fb_used_bytes)
         if failures:
             break

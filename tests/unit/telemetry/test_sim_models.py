@@ -62,7 +62,8 @@ def test_an_idle_gpu_sits_at_idle_power_clocks_and_near_ambient(fleet: SimFleet)
     assert sample.power_w == pytest.approx(80, abs=1)
     assert sample.sm_clock_mhz == 345
     assert sample.throttle_names == ("gpu_idle",)
-    assert sample.gpu_temp_c is not None and sample.gpu_temp_c < 40
+    assert sample.gpu_temp_c is not None
+    assert sample.gpu_temp_c < 40
 
 
 def test_utilisation_follows_a_training_job_once_it_has_started(fleet: SimFleet) -> None:
@@ -72,8 +73,10 @@ def test_utilisation_follows_a_training_job_once_it_has_started(fleet: SimFleet)
     starting = gpu_sample(fleet, hostname="node-a", index=1, second=31)
     run(fleet, hostname="node-a", start_s=32, end_s=120)
     running = gpu_sample(fleet, hostname="node-a", index=1, second=121)
-    assert starting.sm_util_pct is not None and starting.sm_util_pct < 10
-    assert running.sm_util_pct is not None and running.sm_util_pct > 75
+    assert starting.sm_util_pct is not None
+    assert starting.sm_util_pct < 10
+    assert running.sm_util_pct is not None
+    assert running.sm_util_pct > 75
     assert gpu_sample(fleet, hostname="node-a", index=0, second=122).sm_util_pct == 0.0
 
 
@@ -84,11 +87,15 @@ def test_temperature_follows_power_with_thermal_lag(fleet: SimFleet) -> None:
     early = gpu_sample(fleet, hostname="node-a", index=0, second=56)
     run(fleet, hostname="node-a", start_s=57, end_s=400)
     late = gpu_sample(fleet, hostname="node-a", index=0, second=401)
-    assert early.power_w is not None and late.power_w is not None and early.power_w > 500
-    assert early.gpu_temp_c is not None and late.gpu_temp_c is not None
+    assert early.power_w is not None
+    assert late.power_w is not None
+    assert early.power_w > 500
+    assert early.gpu_temp_c is not None
+    assert late.gpu_temp_c is not None
     assert early.gpu_temp_c < late.gpu_temp_c - 10  # power jumped at once, heat took minutes
     assert 65 < late.gpu_temp_c < 80
-    assert late.mem_temp_c is not None and late.mem_temp_c > late.gpu_temp_c
+    assert late.mem_temp_c is not None
+    assert late.mem_temp_c > late.gpu_temp_c
 
 
 def test_memory_grows_with_the_job_to_a_plateau(fleet: SimFleet) -> None:
@@ -98,7 +105,8 @@ def test_memory_grows_with_the_job_to_a_plateau(fleet: SimFleet) -> None:
     for second in range(1, 601):
         fleet.advance(now=at(second))
         reading = fleet.sample_node(hostname="node-a", now=at(second))[0]
-        assert isinstance(reading, GpuSample) and reading.fb_used_bytes is not None
+        assert isinstance(reading, GpuSample)
+        assert reading.fb_used_bytes is not None
         used.append(reading.fb_used_bytes)
     assert used[60] < used[200] <= used[599] * 1.001
     assert used[599] == pytest.approx(used[500], rel=0.01)

@@ -61,10 +61,13 @@ def test_a_migration_checkpoints_transfers_and_restores_on_the_target(fleet: Sim
         for report in fleet.advance(now=at(second)):
             phases.append(report.phase)
             progress.append(report.progress_pct)
-    assert [p for p in dict.fromkeys(phases)] == ["checkpoint", "transfer", "restore", "running"]
-    assert progress == sorted(progress) and progress[-1] == 100.0
+    assert list(dict.fromkeys(phases)) == ["checkpoint", "transfer", "restore", "running"]
+    assert progress == sorted(progress)
+    assert progress[-1] == 100.0
     workload = fleet.player.get("j")
-    assert workload is not None and workload.gpu_uuid == gpus[1] and workload.phase is Phase.RUNNING
+    assert workload is not None
+    assert workload.gpu_uuid == gpus[1]
+    assert workload.phase is Phase.RUNNING
     # It resumes with the run time it had left: 3600 s minus the 55 s it ran before the checkpoint.
     assert workload.phase_ends_at == pytest.approx(at(100 + total + 3545).timestamp())
 
@@ -78,9 +81,12 @@ def test_the_target_gpu_carries_the_load_after_restore(fleet: SimFleet) -> None:
         fleet.advance(now=at(second))
         readings = fleet.sample_node(hostname="node-a", now=at(second))
     source, target = readings[0], readings[1]
-    assert isinstance(source, GpuSample) and isinstance(target, GpuSample)
-    assert source.sm_util_pct is not None and source.sm_util_pct < 5
-    assert target.sm_util_pct is not None and target.sm_util_pct > 75
+    assert isinstance(source, GpuSample)
+    assert isinstance(target, GpuSample)
+    assert source.sm_util_pct is not None
+    assert source.sm_util_pct < 5
+    assert target.sm_util_pct is not None
+    assert target.sm_util_pct > 75
 
 
 def test_a_failed_gpu_fails_only_its_own_workloads() -> None:
