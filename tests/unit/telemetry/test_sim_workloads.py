@@ -56,10 +56,12 @@ def test_a_migration_checkpoints_transfers_and_restores_on_the_target(fleet: Sim
     fleet.advance(now=at(100))
     steps = fleet.player.migrate(workload_id="j", target_gpu_uuid=gpus[1], now=at(100))
     total = sum(d for _, d in steps)
-    phases, progress = [], []
+    phases: list[str | None] = []
+    progress: list[float] = []
     for second in range(101, int(100 + total) + 2):
         for report in fleet.advance(now=at(second)):
             phases.append(report.phase)
+            assert report.progress_pct is not None
             progress.append(report.progress_pct)
     assert list(dict.fromkeys(phases)) == ["checkpoint", "transfer", "restore", "running"]
     assert progress == sorted(progress)
