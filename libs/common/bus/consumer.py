@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +79,7 @@ class _Item:
     payload: Event | None = None
     error: str | None = None
     handler: Handler | None = field(default=None)
+    failures: int = 0
 
 
 class ConsumerRunner:
@@ -138,9 +140,10 @@ class ConsumerRunner:
 
     async def _apply_batch(self, items: list[_Item]) -> bool:
         """Apply every decodable, handled event in one transaction; False if any raised."""
-        todo = [i for i in items if i.handler is not None and i.error is None]
-        if not todo or any(i.error for i in items):
-            return not todo and not any(i.error for i in items)
+        undecodable = any(i.envelope is None for i in items)
+        todo = [i for i in items if i.handler is not None]
+        if not todo or undecodable:
+            return not todo and not undecodable
         try:
             async with self._uow_factory() as uow:
                 results = [await self._claim_and_handle(item, uow) for item in todo]
@@ -155,14 +158,14 @@ class ConsumerRunner:
         return True
 
     async def _apply_one(self, item: _Item) -> None:
-        if item.error is not None:
-            await self._dead_letter(item, item.error, attempts=0)
+        if item.envelope is None:
+            await self._dead_letter(item, item.error or "undecodable", attempts=0)
             return
         if item.handler is None:
             EVENTS_CONSUMED.labels(self._service, item.logical_topic, "ignored").inc()
             return
-        error = ""
-        for attempt in range(1, self._retry.max_attempts + 1):
+        error = item.error or ""
+        for attempt in range(item.failures + 1, self._retry.max_attempts + 1):
             try:
                 async with self._uow_factory() as uow:
                     applied = await self._claim_and_handle(item, uow)
@@ -171,15 +174,15 @@ class ConsumerRunner:
                     self._service, item.logical_topic, "applied" if applied else "duplicate"
                 ).inc()
                 return
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
+            except Exception:
+                error = item.error or ""
                 EVENTS_FAILED.labels(
                     self._service, item.logical_topic, item.envelope.type if item.envelope else ""
                 ).inc()
                 log.warning("handler failed (attempt %d/%d): %s", attempt, self._retry.max_attempts, error)
                 if attempt < self._retry.max_attempts:
                     await asyncio.sleep(self._retry.delay(attempt, self._rng))
-        await self._dead_letter(item, error, attempts=self._retry.max_attempts)
+        await self._dead_letter(item, error, attempts=max(item.failures, self._retry.max_attempts))
 
     async def _claim_and_handle(self, item: _Item, uow: UnitOfWork) -> bool:
         assert item.envelope is not None
@@ -188,14 +191,30 @@ class ConsumerRunner:
         if not claimed:
             return False
         traceparent = item.envelope.traceparent or traceparent_from_headers(item.record.headers)
-        with span_from_traceparent(
-            f"{item.logical_topic} process",
-            traceparent=traceparent,
-            kind=SpanKind.CONSUMER,
-            attributes={"messaging.message.id": item.envelope.id, "gpucloud.event_type": item.envelope.type},
+        with (
+            self._count_failure(item),
+            span_from_traceparent(
+                f"{item.logical_topic} process",
+                traceparent=traceparent,
+                kind=SpanKind.CONSUMER,
+                attributes={
+                    "messaging.message.id": item.envelope.id,
+                    "gpucloud.event_type": item.envelope.type,
+                },
+            ),
         ):
             await item.handler(item.payload, HandlerContext(envelope=item.envelope, uow=uow))
         return True
+
+    @contextmanager
+    def _count_failure(self, item: _Item) -> Iterator[None]:
+        """Every failed handler call counts towards the retry bound, the batch attempt included."""
+        try:
+            yield
+        except Exception as exc:
+            item.failures += 1
+            item.error = f"{type(exc).__name__}: {exc}"
+            raise
 
     async def _dead_letter(self, item: _Item, error: str, *, attempts: int) -> None:
         record = item.record

@@ -1,0 +1,155 @@
+"""Helpers for integration tests: isolation per test, running apps, polling, reading topics."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import asyncpg
+import httpx
+from aiokafka import AIOKafkaConsumer
+from fastapi import FastAPI
+
+from libs.common.events import EVENT_TYPES, Envelope, Event, decode
+from libs.common.settings import DEV_ADMIN_KEY
+
+T = TypeVar("T")
+ADMIN_HEADERS = {"X-API-Key": DEV_ADMIN_KEY}
+
+
+@dataclass
+class Infra:
+    """Where the real broker, Postgres and Redis are for this test session."""
+
+    kafka: str
+    database_url: str
+    redis_url: str
+
+
+@dataclass
+class Isolation:
+    """Names that keep one test's topics, schemas and Redis keys apart from every other test's."""
+
+    infra: Infra
+    token: str = field(default_factory=lambda: secrets.token_hex(4))
+
+    @property
+    def topic_prefix(self) -> str:
+        return f"t{self.token}."
+
+    @property
+    def redis_prefix(self) -> str:
+        return f"test:{self.token}:"
+
+    def schema(self, service: str) -> str:
+        return f"t{self.token}_{service}"
+
+    def settings(self, cls: type[T], service: str, **overrides: Any) -> T:
+        """Settings of ``cls`` pointed at this test's slice of the real infrastructure."""
+        values: dict[str, Any] = {
+            "kafka_bootstrap_servers": self.infra.kafka,
+            "kafka_topic_prefix": self.topic_prefix,
+            "kafka_partitions": 3,
+            "database_url": self.infra.database_url,
+            "db_schema": self.schema(service),
+            "redis_url": self.infra.redis_url,
+            "redis_prefix": self.redis_prefix,
+            "log_json": False,
+            "outbox_poll_interval_s": 0.2,
+        }
+        values.update(overrides)
+        return cls(**values)
+
+    async def drop_schemas(self) -> None:
+        conn = await asyncpg.connect(self.infra.database_url)
+        try:
+            rows = await conn.fetch(
+                "SELECT nspname FROM pg_namespace WHERE nspname LIKE $1", f"t{self.token}\\_%"
+            )
+            for row in rows:
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{row["nspname"]}" CASCADE')
+        finally:
+            await conn.close()
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = 15.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> T:
+    """Poll ``probe`` until it returns a truthy value; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+@asynccontextmanager
+async def running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """Start an app's lifespan (runtime, consumers, relay) and give an HTTP client to it."""
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://service") as client:
+            yield client
+
+
+class TopicReader:
+    """Reads a topic from the beginning (own consumer group) to assert on what was published."""
+
+    def __init__(self, *, bootstrap: str, topic: str) -> None:
+        self._consumer = AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=f"reader-{secrets.token_hex(4)}",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        self.events: list[tuple[Envelope, Event]] = []
+        self.raw: list[Any] = []
+
+    async def __aenter__(self) -> TopicReader:
+        await self._consumer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._consumer.stop()
+
+    async def poll(self) -> list[tuple[Envelope, Event]]:
+        """Fetch whatever arrived since the last poll; returns everything read so far."""
+        batches = await self._consumer.getmany(timeout_ms=100)
+        for records in batches.values():
+            for record in records:
+                self.raw.append(record)
+                try:
+                    self.events.append(decode(record.value, EVENT_TYPES))
+                except ValueError:
+                    continue
+        return self.events
+
+    async def wait_for(
+        self,
+        predicate: Callable[[list[tuple[Envelope, Event]]], bool],
+        *,
+        timeout: float = 15.0,
+        what: str = "events",
+    ) -> list[tuple[Envelope, Event]]:
+        """Poll until ``predicate(events)`` holds."""
+
+        async def probe() -> list[tuple[Envelope, Event]] | None:
+            events = await self.poll()
+            return events if predicate(events) else None
+
+        result = await eventually(probe, timeout=timeout, what=what)
+        assert result is not None
+        return result

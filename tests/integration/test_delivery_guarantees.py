@@ -1,0 +1,188 @@
+"""The bus's promises, proven against the real broker and Postgres, with real processes killed."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import asyncpg
+import pytest
+
+from libs.common.bus import (
+    ConsumerRunner,
+    HandlerContext,
+    OutboxRelay,
+    RetryPolicy,
+    create_consumer,
+    create_producer,
+)
+from libs.common.db import PostgresUnitOfWork, create_pool
+from libs.common.events import topics
+from libs.common.events.platform import TenantCreatedV1
+from tests.integration.bus_fixtures import (
+    applied,
+    create_topics,
+    group_caught_up,
+    prepare_schema,
+    publish,
+    tenant_events,
+    worker_command,
+)
+from tests.integration.support import Isolation, TopicReader, eventually
+from tests.integration.workers.bus_worker import record_applied
+
+
+@asynccontextmanager
+async def consumer_running(
+    iso: Isolation, schema: str, handler, *, group: str = "inproc", attempts: int = 5
+) -> AsyncIterator[ConsumerRunner]:  # type: ignore[no-untyped-def]
+    pool = await create_pool(dsn=iso.infra.database_url, schema=schema, max_size=4)
+    producer = create_producer(bootstrap=iso.infra.kafka, client_id="test")
+    consumer = create_consumer(
+        bootstrap=iso.infra.kafka,
+        group_id=f"{iso.topic_prefix}{group}",
+        topics=[f"{iso.topic_prefix}{topics.PLATFORM}"],
+        client_id="test",
+    )
+    await producer.start()
+    await consumer.start()
+    runner = ConsumerRunner(
+        name=group,
+        service="test",
+        consumer=consumer,
+        producer=producer,
+        uow_factory=lambda: PostgresUnitOfWork(pool=pool, source="test"),
+        handlers={TenantCreatedV1: handler},
+        topic_prefix=iso.topic_prefix,
+        retry=RetryPolicy(max_attempts=attempts, base_s=0.01, max_s=0.05),
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(runner.run(stop))
+    try:
+        yield runner
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+        await consumer.stop()
+        await producer.stop()
+        await pool.close()
+
+
+async def test_consumer_killed_mid_batch_applies_every_event_exactly_once(isolation: Isolation) -> None:
+    schema = isolation.schema("killed")
+    await prepare_schema(isolation, schema)
+    await create_topics(isolation, topics.PLATFORM)
+    events = tenant_events(1500)
+    await publish(isolation, events)
+    await publish(isolation, events[:200])  # redelivered duplicates on the wire, same event ids
+
+    worker = subprocess.Popen(worker_command("consume", isolation, schema))
+    try:
+        await eventually(lambda: _at_least(isolation, schema, 300), timeout=60, what="some events applied")
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+        rows_at_kill, _ = await applied(isolation, schema)
+        assert rows_at_kill < 1500, "the kill must land before the stream is done"
+    finally:
+        worker.kill()
+    restarted = subprocess.Popen(worker_command("consume", isolation, schema))
+    try:
+        await eventually(
+            lambda: group_caught_up(isolation, f"{isolation.topic_prefix}worker", topics.PLATFORM),
+            timeout=90,
+            interval=0.5,
+            what="restarted consumer to commit to the end",
+        )
+    finally:
+        restarted.kill()
+        restarted.wait(timeout=10)
+    assert await applied(isolation, schema) == (1500, 1500)
+
+
+async def _at_least(iso: Isolation, schema: str, n: int) -> bool:
+    return (await applied(iso, schema))[0] >= n
+
+
+async def test_failing_handler_sends_event_to_dlq_and_partition_keeps_flowing(isolation: Isolation) -> None:
+    schema = isolation.schema("dlq")
+    await prepare_schema(isolation, schema)
+    await create_topics(isolation, topics.PLATFORM)
+    attempts: list[str] = []
+
+    async def fail_on_poison(event: TenantCreatedV1, ctx: HandlerContext) -> None:
+        if event.tenant_id == "poison":
+            attempts.append(ctx.envelope.id)
+            raise RuntimeError("cannot apply poison")
+        await record_applied(event, ctx)
+
+    events = [TenantCreatedV1(tenant_id="poison", name="P")] + [
+        TenantCreatedV1(tenant_id=f"ok-{i}", name="ok") for i in range(10)
+    ]
+    # One key for all: they share a partition, so the good events queue behind the poison.
+    from libs.common.events import envelop
+
+    envelopes = [envelop(e, source="test").model_copy(update={"subject": "same-key"}) for e in events]
+    await publish(isolation, envelopes)
+    async with consumer_running(isolation, schema, fail_on_poison, attempts=3):
+        await eventually(lambda: _at_least(isolation, schema, 10), timeout=30, what="events after the poison")
+    assert len(attempts) == 3
+    async with TopicReader(
+        bootstrap=isolation.infra.kafka, topic=f"{isolation.topic_prefix}{topics.PLATFORM}.dlq"
+    ) as dlq:
+        await dlq.wait_for(lambda ev: len(ev) >= 1, what="the dead letter")
+        [record] = dlq.raw
+        headers = dict(record.headers)
+        assert b"cannot apply poison" in headers["dlq.error"]
+        assert headers["dlq.attempts"] == b"3"
+    conn = await asyncpg.connect(isolation.infra.database_url, server_settings={"search_path": schema})
+    try:
+        status = await conn.fetchval("SELECT status FROM inbox WHERE event_id = $1::uuid", envelopes[0].id)
+        dead = await conn.fetchval("SELECT count(*) FROM dead_letters")
+    finally:
+        await conn.close()
+    assert status == "dead_lettered"
+    assert dead == 1
+    assert await applied(isolation, schema) == (10, 10)
+
+
+async def test_relay_killed_after_publishing_republishes_and_consumer_dedupes(isolation: Isolation) -> None:
+    schema = isolation.schema("relay")
+    await prepare_schema(isolation, schema)
+    await create_topics(isolation, topics.PLATFORM)
+    pool = await create_pool(dsn=isolation.infra.database_url, schema=schema, max_size=2)
+    try:
+        async with PostgresUnitOfWork(pool=pool, source="test") as uow:
+            for i in range(200):
+                await uow.emit(TenantCreatedV1(tenant_id=f"t-{i}", name="T"))
+            await uow.commit()
+        crashed = subprocess.run(worker_command("relay-crash", isolation, schema), timeout=60, check=False)
+        assert crashed.returncode == -signal.SIGKILL
+        assert await pool.fetchval("SELECT count(*) FROM outbox WHERE sent_at IS NULL") == 200
+
+        producer = create_producer(bootstrap=isolation.infra.kafka, client_id="relay2")
+        await producer.start()
+        relay = OutboxRelay(
+            pool=pool, producer=producer, service="test", schema=schema, topic_prefix=isolation.topic_prefix
+        )
+        assert await relay.publish_batch() == 200
+        await producer.stop()
+        assert await relay.backlog() == 0
+    finally:
+        await pool.close()
+
+    async with TopicReader(
+        bootstrap=isolation.infra.kafka, topic=f"{isolation.topic_prefix}{topics.PLATFORM}"
+    ) as reader:
+        await reader.wait_for(lambda ev: len(ev) >= 400, what="both publications on the wire")
+        assert len({env.id for env, _ in reader.events}) == 200
+    async with consumer_running(isolation, schema, record_applied):
+        await eventually(
+            lambda: group_caught_up(isolation, f"{isolation.topic_prefix}inproc", topics.PLATFORM),
+            timeout=30,
+            interval=0.2,
+            what="consumer to reach the end",
+        )
+    assert await applied(isolation, schema) == (200, 200)
