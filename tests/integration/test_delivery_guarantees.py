@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import asyncpg
-import pytest
 
 from libs.common.bus import (
     ConsumerRunner,

@@ -79,5 +79,32 @@ class FaultSignaledV1(Event):
         return self.gpu_uuid or self.node
 
 
-SAMPLE_EVENTS: tuple[type[Event], ...] = (SampleBatchV1,)
+class GpuRollup(BaseModel):
+    """One GPU's one-minute summary."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    gpu: str = Field(description="GPU UUID.")
+    sm_util_avg: float | None = Field(default=None, description="Mean SM utilisation, %.")
+    sm_util_max: float | None = Field(default=None, description="Max SM utilisation, %.")
+    fb_used_pct_max: float | None = Field(default=None, description="Max framebuffer used, %.")
+    power_w_avg: float | None = Field(default=None, description="Mean power draw, W.")
+    samples: int = Field(description="Samples in the minute.")
+    workload_id: str | None = Field(default=None, description="Workload allocated during the minute.")
+    tenant_id: str | None = Field(default=None, description="Tenant allocated during the minute.")
+
+
+class NodeRollupV1(Event):
+    """One node's one-minute rollups (for idle detection and history in other services)."""
+
+    type: Literal["telemetry.rollup.node.v1"] = "telemetry.rollup.node.v1"
+    node: str = Field(description="Hostname.")
+    minute: datetime = Field(description="Start of the minute (UTC).")
+    gpus: list[GpuRollup] = Field(description="One entry per GPU.")
+
+    def subject(self) -> str:
+        return self.node
+
+
+SAMPLE_EVENTS: tuple[type[Event], ...] = (SampleBatchV1, NodeRollupV1)
 FAULT_EVENTS: tuple[type[Event], ...] = (FaultSignaledV1,)
