@@ -153,3 +153,38 @@ class TopicReader:
         result = await eventually(probe, timeout=timeout, what=what)
         assert result is not None
         return result
+
+
+async def provision_tenant(iso: Isolation, tenant_id: str, *, name: str | None = None) -> str:
+    """Create a tenant and a key by publishing the platform events (as the scheduler's admin API does).
+
+    Returns the secret API key. Services learn of it through their platform consumer, so wait for
+    the key to work (``eventually``) before relying on it.
+    """
+    from libs.common.auth.keys import issue_key
+    from libs.common.bus import create_producer
+    from libs.common.events import encode, envelop, topics
+    from libs.common.events.platform import ApiKeyIssuedV1, TenantCreatedV1
+
+    issued = issue_key()
+    payloads = [
+        TenantCreatedV1(tenant_id=tenant_id, name=name or tenant_id),
+        ApiKeyIssuedV1(key_id=issued.key_id, tenant_id=tenant_id, role="tenant", key_hash=issued.key_hash),
+    ]
+    producer = create_producer(bootstrap=iso.infra.kafka, client_id="test-provision")
+    await producer.start()
+    try:
+        for payload in payloads:
+            env = envelop(payload, source="test", tenant=tenant_id)
+            await producer.send_and_wait(
+                f"{iso.topic_prefix}{topics.PLATFORM}", value=encode(env), key=env.subject.encode()
+            )
+    finally:
+        await producer.stop()
+    return issued.secret
+
+
+async def key_works(client: httpx.AsyncClient, key: str, path: str) -> bool:
+    """True once ``key`` authenticates against ``path`` on a running service."""
+    response = await client.get(path, headers={"X-API-Key": key})
+    return response.status_code != 401
