@@ -104,7 +104,7 @@ class OutboxRelay:
         for row in rows:
             topic = f"{self._prefix}{row['topic']}"
             with span_from_traceparent(
-                f"{topic} publish",
+                f"{row['topic']} publish",
                 traceparent=row["traceparent"],
                 kind=SpanKind.PRODUCER,
                 attributes={

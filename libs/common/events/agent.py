@@ -82,4 +82,42 @@ class MigrationStepV1(_AgentWorkloadEvent):
     percent: int = Field(ge=0, le=100, description="Overall progress.")
 
 
-EVENTS: tuple[type[Event], ...] = (NodeDiscoveredV1, WorkloadStartedV1, WorkloadExitedV1, MigrationStepV1)
+SimFault = Literal[
+    "xid", "ecc_burst", "thermal_runaway", "power_cap", "pcie_saturation", "memory_leak", "fall_off_bus"
+]
+SimProfile = Literal["training", "inference", "interactive"]
+
+
+class SimFaultRequestedV1(Event):
+    """An admin asked the simulated fleet to inject a fault (a command to the agent owning the GPU)."""
+
+    type: Literal["agent.simulator.fault_requested.v1"] = "agent.simulator.fault_requested.v1"
+    command_id: str = Field(description="Unique id of the request.")
+    gpu_uuid: str = Field(description="GPU to break.")
+    fault: SimFault = Field(description="What to inject.")
+    xid: int | None = Field(default=None, description="XID code when fault is xid (default 79).")
+
+    def subject(self) -> str:
+        return self.gpu_uuid
+
+
+class WorkloadProfileSetV1(Event):
+    """An admin changed how a simulated workload uses its GPUs (a command to the agent)."""
+
+    type: Literal["agent.workload.profile_set.v1"] = "agent.workload.profile_set.v1"
+    command_id: str = Field(description="Unique id of the request.")
+    workload_id: str = Field(description="Workload to change.")
+    profile: SimProfile = Field(description="New utilisation profile.")
+
+    def subject(self) -> str:
+        return self.workload_id
+
+
+EVENTS: tuple[type[Event], ...] = (
+    NodeDiscoveredV1,
+    WorkloadStartedV1,
+    WorkloadExitedV1,
+    MigrationStepV1,
+    SimFaultRequestedV1,
+    WorkloadProfileSetV1,
+)

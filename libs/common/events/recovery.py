@@ -54,6 +54,9 @@ class MigrationRequestedV1(_IncidentEvent):
     workload_id: str = Field(description="Workload to move.")
     tenant_id: str = Field(description="Its tenant.")
     away_from_gpu: str = Field(description="GPU to avoid.")
+    reason: str = Field(
+        default="", description="Why: drained GPU or node, or restart after a workload fault."
+    )
 
 
 class IncidentProgressedV1(_IncidentEvent):

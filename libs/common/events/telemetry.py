@@ -42,6 +42,8 @@ class GpuMetrics(BaseModel):
     throttle_reasons: int | None = Field(default=None, description="NVML clock-throttle bitmask.")
     workload_id: str | None = Field(default=None, description="Workload allocated, if any.")
     tenant_id: str | None = Field(default=None, description="Tenant allocated, if any.")
+    lost_reason: str | None = Field(default=None, description="Set when the GPU stopped answering.")
+    parent_gpu: str | None = Field(default=None, description="Parent GPU UUID when this is a MIG instance.")
 
     @property
     def fb_used_pct(self) -> float | None:

@@ -1,0 +1,54 @@
+# The one entry point: `make run` starts the suite, `make test` proves it. `make help` lists the rest.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PYTEST_FLAGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help install infra migrate run test unit integration lint format bench clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+install: $(STAMP) ## Create .venv and install the pinned dependencies
+
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	@touch $(STAMP)
+
+infra: ## Start the local PostgreSQL and Redis if they are installed but stopped
+	@scripts/ensure-infra.sh
+
+migrate: install infra ## Apply every service's migrations (each in its own schema)
+	$(BIN)/python -m libs.common.db.migrate
+
+run: install infra ## Start the whole suite: embedded broker, six services, simulated fleet
+	$(BIN)/python -m libs.common.devstack
+
+lint: install ## ruff (lint + format check) and mypy --strict
+	$(BIN)/ruff check libs services tests bench
+	$(BIN)/ruff format --check libs services tests bench
+	$(BIN)/mypy
+
+unit: install ## Unit tests only (no IO)
+	$(BIN)/pytest -q -m "not integration" $(PYTEST_FLAGS)
+
+integration: install infra ## Integration tests against the real broker, PostgreSQL and Redis
+	$(BIN)/pytest -q -m integration $(PYTEST_FLAGS)
+
+test: install infra lint ## Lint, then every unit and integration test
+	$(BIN)/pytest -q $(PYTEST_FLAGS)
+
+bench: install infra ## Run every benchmark under bench/ and write bench/REPORT.md
+	$(BIN)/python -m bench.run
+
+format: install ## Apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix libs services tests bench
+	$(BIN)/ruff format libs services tests bench
+
+clean: ## Remove the virtualenv, caches and run state
+	rm -rf $(VENV) .run .pytest_cache .mypy_cache .ruff_cache
