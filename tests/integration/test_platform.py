@@ -109,7 +109,9 @@ async def test_one_trace_links_http_request_produced_event_and_consumer_handling
     http = [s for s in spans if s.kind.name == "SERVER" and "/v1/admin/tenants" in s.name]
     publish = [s for s in spans if s.name == "platform.tenants publish"]
     process = [s for s in spans if s.name == "platform.tenants process"]
-    assert http and publish and process
+    assert http
+    assert publish
+    assert process
     trace_id = http[0].context.trace_id
     assert any(s.context.trace_id == trace_id for s in publish)
     # both services consume their own copy: the scheduler's and the inventory's handling share the trace
@@ -156,9 +158,7 @@ async def test_unit_of_work_contract_commit_keeps_events_and_rollback_drops_them
         async with new() as uow:
             await uow.emit(TenantCreatedV1(tenant_id="rolled-back", name="x"))
         with pytest.raises(RuntimeError, match="boom"):
-            async with new() as uow:
-                await uow.emit(TenantCreatedV1(tenant_id="failed", name="x"))
-                raise RuntimeError("boom")
+            await _emit_then_fail(new())
         async with new() as uow:
             await uow.emit(TenantCreatedV1(tenant_id="kept", name="x"))
             await uow.commit()
@@ -167,6 +167,12 @@ async def test_unit_of_work_contract_commit_keeps_events_and_rollback_drops_them
             await new().emit(TenantCreatedV1(tenant_id="outside", name="x"))
     finally:
         await pool.close()
+
+
+async def _emit_then_fail(uow: PostgresUnitOfWork | FakeUnitOfWork) -> None:
+    async with uow:
+        await uow.emit(TenantCreatedV1(tenant_id="failed", name="x"))
+        raise RuntimeError("boom")
 
 
 async def test_probes_metrics_and_auth_answer_as_documented(isolation: Isolation) -> None:
