@@ -89,11 +89,14 @@ def ingest_signal(
 ) -> Detection:
     """Fold the signal into a matching incident, or open one unless the catalog says to ignore it.
 
+    A repeat of a resolved incident within the fold window opens a new incident marked as its repeat,
+    which escalates once its workloads are safe.
+
     incidents are the GPU's and node's recent incidents; incident_id is used only when one is opened.
     workload_ids are the workloads to move: the GPU's, or the whole node's when the action reboots the node.
     """
     target = find_fold_target(incidents, signal=signal, fault_type=classification.fault_type, policy=policy)
-    if target is not None:
+    if target is not None and target.state is not IncidentState.RESOLVED:
         return Detection(outcome=DetectionOutcome.FOLDED, incident=fold(target, at=signal.at))
     if classification.action is Action.IGNORE:
         return Detection(outcome=DetectionOutcome.IGNORED)
@@ -104,4 +107,7 @@ def ingest_signal(
         workload_ids=workload_ids,
         detected_at=detected_at,
     )
+    if target is not None:
+        # A repeat soon after a recovery: recover the workloads again, then hand the GPU to a person.
+        incident = incident.model_copy(update={"repeat_of": target.id})
     return Detection(outcome=DetectionOutcome.OPENED, incident=incident)

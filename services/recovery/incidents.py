@@ -7,6 +7,7 @@ incident's state is ignored (the incident comes back unchanged), never an error.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from enum import StrEnum
 
@@ -26,7 +27,7 @@ from services.recovery.commands import (
     ReturnGpuToService,
     ReturnNodeToService,
 )
-from services.recovery.correlate import Diagnosis, RecentFault
+from services.recovery.correlate import Cause, Diagnosis, RecentFault
 from services.recovery.migrations import Migration, MigrationPhase, apply_progress
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Transition",
     "check_deadline",
     "drain_completed",
+    "drains_node",
     "record_failure",
     "record_health_check",
     "record_progress",
@@ -101,6 +103,9 @@ class Incident(BaseModel):
     closed_at: AwareDatetime | None = None
     escalation_reason: str | None = None
     history: tuple[StateChange, ...] = ()
+    repeat_of: str | None = Field(
+        default=None, description="Recovered incident this fault repeats within the fold window"
+    )
 
     @property
     def fault_type(self) -> str:
@@ -175,15 +180,37 @@ def start_diagnosis(incident: Incident, *, at: AwareDatetime) -> Transition:
     return _move(incident, IncidentState.DIAGNOSING, at=at)
 
 
+def _node_wide(incident: Incident) -> bool:
+    """A node fault, a node-reboot action, or a diagnosis that blames the node or its interconnect."""
+    blames_node = (
+        incident.diagnosis is not None and incident.diagnosis.probable_cause is Cause.NODE_OR_INTERCONNECT
+    )
+    return incident.gpu is None or incident.classification.action is Action.REBOOT_NODE or blames_node
+
+
+def drains_node(incident: Incident) -> bool:
+    """Whether recovery drains (or drained) the incident's whole node rather than one GPU."""
+    return isinstance(_drain_command(incident), DrainNode)
+
+
 def _drain_command(incident: Incident) -> Command:
     reason = f"{incident.id} {incident.fault_type}"
-    if incident.gpu is None or incident.classification.action is Action.REBOOT_NODE:
+    if _node_wide(incident) or incident.gpu is None:
         return DrainNode(node=incident.node, reason=reason)
     return DrainGpu(gpu=incident.gpu, reason=reason)
 
 
-def start_remediation(incident: Incident, *, diagnosis: Diagnosis | None, at: AwareDatetime) -> Transition:
-    """diagnosing → the catalog's immediate action: restart in place, drain, or escalate."""
+def start_remediation(
+    incident: Incident,
+    *,
+    diagnosis: Diagnosis | None,
+    at: AwareDatetime,
+    node_workload_ids: Sequence[str] = (),
+) -> Transition:
+    """diagnosing → the catalog's immediate action: restart in place, drain, or escalate.
+
+    node_workload_ids are every workload on the node: they join the incident when the drain is node-wide.
+    """
     if incident.state is not IncidentState.DIAGNOSING:
         return _ignored(incident)
     incident = incident.model_copy(update={"diagnosis": diagnosis})
@@ -193,6 +220,9 @@ def start_remediation(incident: Incident, *, diagnosis: Diagnosis | None, at: Aw
     if action in (Action.IGNORE, Action.RESTART_WORKLOAD):
         restarts = tuple(RestartWorkload(workload_id=w) for w in incident.workload_ids)
         return _begin_migrations(incident, commands=restarts, at=at)
+    if _node_wide(incident):
+        extra = tuple(w for w in node_workload_ids if w not in incident.workload_ids)
+        incident = incident.model_copy(update={"workload_ids": incident.workload_ids + extra})
     return _move(incident, IncidentState.DRAINING, at=at, commands=(_drain_command(incident),))
 
 
@@ -240,6 +270,9 @@ def record_progress(
 def _workloads_safe(incident: Incident, *, at: AwareDatetime) -> Transition:
     """Every workload runs again: recovery for users is done; the GPU itself may still need work."""
     incident = incident.model_copy(update={"recovered_at": at})
+    if incident.repeat_of is not None:
+        # The same fault came back soon after a recovery: the GPU is not to be trusted a second time.
+        return _escalate(incident, reason=f"workloads moved; repeat of recovered {incident.repeat_of}", at=at)
     action = incident.classification.action
     if action in (Action.IGNORE, Action.RESTART_WORKLOAD):
         return _move(incident, IncidentState.RESOLVED, at=at, reason="workloads restarted")

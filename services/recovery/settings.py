@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from libs.common.settings import BaseServiceSettings
+from services.recovery.incidents import RecoveryPolicy
 
 __all__ = ["RecoverySettings"]
 
@@ -18,3 +22,23 @@ class RecoverySettings(BaseServiceSettings):
 
     service_name: str = "recovery"
     http_port: int = 8006
+    deadline_s: float = Field(default=180.0, gt=0, description="Escalate an incident not closed by then.")
+    fold_window_s: float = Field(default=600.0, ge=0, description="Repeats this close fold or escalate.")
+    settle_s: float = Field(
+        default=10.0, ge=0, description="Health check: the GPU passes if no new fault for this long."
+    )
+    tick_s: float = Field(default=1.0, gt=0, description="Period of the deadline and settle loop.")
+    window_s: int = Field(default=120, ge=1, le=3600, description="Telemetry window kept per GPU, s.")
+    consume_samples: bool = Field(default=True, description="Keep the telemetry window for diagnosis.")
+
+    @property
+    def settle_timedelta(self) -> timedelta:
+        """The health check's settle period."""
+        return timedelta(seconds=self.settle_s)
+
+    @property
+    def policy(self) -> RecoveryPolicy:
+        """The incident timing rules these settings describe."""
+        return RecoveryPolicy(
+            fold_window=timedelta(seconds=self.fold_window_s), deadline=timedelta(seconds=self.deadline_s)
+        )
