@@ -1,26 +1,80 @@
-"""Composition root of the inventory service: settings, runtime, consumers and routers."""
+"""Composition root of the inventory service: settings, runtime, consumers, fleet file and routers."""
 
 from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from fastapi import FastAPI
 
 from libs.common.db import service_migrations
+from libs.common.events import topics
 from libs.common.http import create_service_app
-from libs.common.runtime import ServiceRuntime
+from libs.common.runtime import BackgroundTask, ConsumerSpec, ServiceRuntime
+from services.inventory import admin, api
+from services.inventory.catalog import load_catalog
+from services.inventory.fleetfile import parse_fleet
+from services.inventory.handlers import make_handlers
+from services.inventory.operations import UnitContext, register
+from services.inventory.records import NodeDiscovery
 from services.inventory.settings import InventorySettings
+from services.inventory.units import UnitBasis
 
 __all__ = ["create_app"]
 
+log = logging.getLogger(__name__)
+
+
+def _fleet_loader(discoveries: Sequence[NodeDiscovery], units: UnitContext) -> BackgroundTask:
+    async def load(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        async with runtime.uow() as uow:
+            result = await register(
+                uow=uow, discoveries=discoveries, units=units, at=datetime.now(UTC), source="fleet-file"
+            )
+            await uow.commit()
+        log.info(
+            "fleet file: %d GPUs on %d nodes, %d changed", result.gpus, result.nodes, result.gpus_changed
+        )
+
+    return load
+
 
 def create_app(settings: InventorySettings | None = None) -> FastAPI:
-    """Build the inventory app; nothing connects until the app's lifespan starts."""
+    """Build the inventory app; nothing connects until the app's lifespan starts.
+
+    The fleet file (INVENTORY_FLEET_FILE) is parsed here, so a broken file stops the service at
+    start instead of crash-looping in the background.
+    """
     settings = settings or InventorySettings()
-    runtime = ServiceRuntime(settings=settings, migrations=service_migrations("inventory"))
-    return create_service_app(
+    catalog = load_catalog()
+    basis = UnitBasis(
+        reference_model=catalog.get(settings.unit_reference_model).name,
+        units_per_reference=settings.units_per_reference,
+    )
+    units = UnitContext(catalog=catalog, basis=basis)
+    background: list[tuple[str, BackgroundTask]] = []
+    if settings.fleet_file is not None:
+        text = settings.fleet_file.read_text(encoding="utf-8")
+        background.append(("fleet-file", _fleet_loader(parse_fleet(text=text, catalog=catalog), units)))
+    consumer = ConsumerSpec(
+        "main", (topics.NODE_AGENT, topics.SCHEDULER, topics.RECOVERY), make_handlers(units=units)
+    )
+    runtime = ServiceRuntime(
+        settings=settings,
+        migrations=service_migrations("inventory"),
+        consumers=[consumer],
+        background=background,
+    )
+    app = create_service_app(
         runtime=runtime,
         title="gpucloud inventory",
         description=(
             "The GPU pool as users see it: nodes, GPUs, MIG and time-sliced partitions, "
             "compute units, health and capacity."
         ),
+        routers=[api.router, admin.router],
     )
+    app.state.units = units
+    return app

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from decimal import Decimal
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from services.inventory.errors import MigNotSupportedError, UnknownModelError
 
@@ -120,17 +121,35 @@ class Catalog(BaseModel):
                 seen.add(key.casefold())
         return self
 
+    # Lookups and derived values are asked for per GPU on every discovery: index and memoise them.
+    _index: dict[str, GpuModel] = PrivateAttr(default_factory=dict)
+    _memo: dict[Hashable, Any] = PrivateAttr(default_factory=dict)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self._index = {key.casefold(): m for m in self.models for key in (m.name, *m.aliases)}
+
+    def __eq__(self, other: object) -> bool:
+        # The memo is a cache, not part of the catalog's value.
+        if not isinstance(other, Catalog):
+            return NotImplemented
+        return (self.version, self.sources, self.models) == (other.version, other.sources, other.models)
+
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(model.name for model in self.models)
 
     def get(self, model: str) -> GpuModel:
         """Return the model named `model` (name or alias); raise UnknownModelError otherwise."""
-        wanted = model.strip().casefold()
-        for candidate in self.models:
-            if wanted in {key.casefold() for key in (candidate.name, *candidate.aliases)}:
-                return candidate
-        raise UnknownModelError(model=model, known=self.names)
+        found = self._index.get(model.strip().casefold())
+        if found is None:
+            raise UnknownModelError(model=model, known=self.names)
+        return found
+
+    def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """A value derived from this (immutable) catalog, computed once per key."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
 
 
 def parse_catalog(*, data: dict[str, Any]) -> Catalog:

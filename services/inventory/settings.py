@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from libs.common.settings import BaseServiceSettings
@@ -18,3 +21,10 @@ class InventorySettings(BaseServiceSettings):
 
     service_name: str = "inventory"
     http_port: int = 8001
+    fleet_file: Path | None = Field(
+        default=None, description="A fleet YAML registered at start (idempotent); unset: none."
+    )
+    unit_reference_model: str = Field(
+        default="A100-80GB", description="The GPU model compute units are measured against."
+    )
+    units_per_reference: int = Field(default=8, gt=0, description="Units one reference GPU is worth.")

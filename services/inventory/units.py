@@ -79,8 +79,12 @@ def _exact_gpu_units(model: GpuModel, catalog: Catalog, basis: UnitBasis) -> Dec
 
 
 def gpu_units(*, model: str, catalog: Catalog, basis: UnitBasis = DEFAULT_BASIS) -> Decimal:
-    """Units of one whole GPU of `model` relative to the basis' reference model."""
-    return quantize_units(_exact_gpu_units(catalog.get(model), catalog, basis))
+    """Units of one whole GPU of `model` relative to the basis' reference model (memoised per catalog)."""
+    spec = catalog.get(model)
+    value: Decimal = catalog.memo(
+        ("gpu_units", spec.name, basis), lambda: quantize_units(_exact_gpu_units(spec, catalog, basis))
+    )
+    return value
 
 
 def mig_profile_units(
@@ -89,12 +93,17 @@ def mig_profile_units(
     """Units of one MIG instance, in proportion to its compute and memory slices."""
     gpu = catalog.get(model)
     spec = gpu.mig_profile(profile)
-    share = _weighted(
-        Decimal(spec.compute_slices) / COMPUTE_SLICES,
-        Decimal(spec.memory_slices) / MEMORY_SLICES,
-        basis.compute_weight,
-    )
-    return quantize_units(_exact_gpu_units(gpu, catalog, basis) * share)
+
+    def compute() -> Decimal:
+        share = _weighted(
+            Decimal(spec.compute_slices) / COMPUTE_SLICES,
+            Decimal(spec.memory_slices) / MEMORY_SLICES,
+            basis.compute_weight,
+        )
+        return quantize_units(_exact_gpu_units(gpu, catalog, basis) * share)
+
+    value: Decimal = catalog.memo(("mig_units", gpu.name, spec.name, basis), compute)
+    return value
 
 
 def time_slice_share_units(*, gpu_units: Decimal, ratio: int) -> Decimal:
