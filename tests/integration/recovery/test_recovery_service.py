@@ -116,7 +116,8 @@ async def test_xid_79_drains_the_node_migrates_the_workload_reports_progress_and
         events = await r.wait_for(lambda evs: bool(_of(evs, IncidentClosedV1)), timeout=30, what="closed")
         closed = _of(events, IncidentClosedV1)[0]
         assert closed.outcome == "recovered"
-        assert closed.seconds_to_recover is not None and closed.seconds_to_recover >= 0
+        assert closed.seconds_to_recover is not None
+        assert closed.seconds_to_recover >= 0
         progress = [p for p in _of(events, IncidentProgressedV1) if p.workload_id == "w1"]
         assert [(p.phase, p.percent) for p in progress] == steps
         states = [p.state for p in _of(events, IncidentProgressedV1) if p.workload_id is None]
@@ -124,7 +125,8 @@ async def test_xid_79_drains_the_node_migrates_the_workload_reports_progress_and
         assert [e.gpu_uuid for e in _of(events, ReturnToServiceRequestedV1)] == ["g1"]
 
         slo = (await client.get("/v1/stats/slo?period=1h", headers=ADMIN_HEADERS)).json()
-        assert slo["overall"]["incidents"] == 1 and slo["overall"]["recovered"] == 1
+        assert slo["overall"]["incidents"] == 1
+        assert slo["overall"]["recovered"] == 1
         assert slo["overall"]["share_within_1m"] == 1.0
         assert slo["by_fault_type"]["xid_79"]["recovered"] == 1
         detail = (await client.get(f"/v1/incidents/{drain.incident_id}", headers=ADMIN_HEADERS)).json()
@@ -175,7 +177,8 @@ async def test_a_repeat_folds_into_its_incident_and_a_tenant_sees_only_its_own_i
         other = next(i["incident_id"] for i in everyone if i["gpu"] == "gb")
         assert (await client.get(f"/v1/incidents/{other}", headers=tenant)).status_code == 404
         own = await client.get(f"/v1/incidents/{listed[0]['incident_id']}", headers=tenant)
-        assert own.status_code == 200 and own.json()["count"] == 2
+        assert own.status_code == 200
+        assert own.json()["count"] == 2
 
 
 async def test_bad_filters_are_refused_with_422_naming_the_field(isolation: Isolation) -> None:
@@ -193,5 +196,6 @@ async def test_bad_filters_are_refused_with_422_naming_the_field(isolation: Isol
             assert response.status_code == 422, path
             assert response.json()["error"]["field"] == field, path
         missing = await client.get("/v1/catalog/faults/xid_9999", headers=ADMIN_HEADERS)
-        assert missing.status_code == 404 and missing.json()["error"]["field"] == "key"
+        assert missing.status_code == 404
+        assert missing.json()["error"]["field"] == "key"
         assert (await client.get("/v1/incidents")).status_code == 401
