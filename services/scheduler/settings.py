@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from libs.common.settings import BaseServiceSettings
@@ -18,3 +19,11 @@ class SchedulerSettings(BaseServiceSettings):
 
     service_name: str = "scheduler"
     http_port: int = 8002
+    pass_interval_s: float = Field(default=1.0, gt=0, description="Longest wait between schedule passes.")
+    lock_retry_s: float = Field(default=1.0, gt=0, description="How often a standby tries to become placer.")
+    half_life_hours: float = Field(default=168.0, gt=0, description="Fair-share usage half-life (7 days).")
+    high_threshold: float = Field(default=0.5, ge=0, le=1, description="Priority counted as high.")
+    high_cap: float = Field(default=0.8, ge=0, le=1, description="Share of a pool high work may hold.")
+    preemption_grace_s: float = Field(default=300.0, ge=0, description="Grace before a victim is stopped.")
+    default_shares: float = Field(default=1.0, gt=0, description="Shares of a tenant with none set.")
+    history_min_samples: int = Field(default=3, ge=1, description="Below this, history is 'too thin'.")

@@ -1,0 +1,174 @@
+"""One decision, one unit of work: the state change, the quota reservation and its events together."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+
+from libs.common.db.uow import UnitOfWork
+from libs.common.events.scheduler import (
+    AllocationItem,
+    WorkloadEndedV1,
+    WorkloadMigratingV1,
+    WorkloadPlacedV1,
+    WorkloadPreemptionScheduledV1,
+    WorkloadQueuedV1,
+)
+from services.scheduler.cluster import GpuView, Grant, SlotKind
+from services.scheduler.context import SchedulerContext
+from services.scheduler.decisions import Placement
+from services.scheduler.model import Workload
+from services.scheduler.preemption import PreemptionProposal
+from services.scheduler.state import demand_of_grants, grant_of
+from services.scheduler.store import Store
+
+__all__ = ["commit_placement", "commit_preemption", "expire_preemption"]
+
+log = logging.getLogger(__name__)
+
+
+def _item(grant: Grant, gpus: dict[str, GpuView]) -> AllocationItem:
+    gpu = gpus[grant.gpu]
+    profile = next((p.profile for p in gpu.partitions if p.id == grant.slot), None)
+    return AllocationItem(
+        gpu_uuid=grant.gpu,
+        partition_id=grant.slot or None,
+        units=Decimal(str(grant.units)),
+        model=gpu.model,
+        profile=profile if grant.kind is SlotKind.MIG else None,
+    )
+
+
+def _placement_row(
+    p: Placement, w: Workload, *, pid: str, now: datetime, gpus: dict[str, GpuView]
+) -> dict[str, Any]:
+    demand = demand_of_grants(p.grants)
+    grants = [
+        {"gpu": g.gpu, "node": g.node, "slot": g.slot, "units": g.units, "kind": g.kind.value}
+        for g in p.grants
+    ]
+    return {
+        "placement_id": pid, "workload_id": w.id, "tenant_id": w.tenant, "node": p.nodes[0],
+        "grants": grants, "gpus": demand.gpus, "units_milli": demand.units_milli,
+        "models": sorted({gpus[g.gpu].model for g in p.grants}), "priority": p.priority,
+        "preemptible": w.preemptible, "ends_at": now + w.time_limit if w.time_limit else None, "placed_at": now,
+    }  # fmt: skip
+
+
+def _placed_event(p: Placement, w: Workload, *, pid: str, gpus: dict[str, GpuView]) -> WorkloadPlacedV1:
+    return WorkloadPlacedV1(
+        workload_id=w.id, tenant_id=w.tenant, placement_id=pid, node=p.nodes[0],
+        allocations=[_item(g, gpus) for g in p.grants], kind=w.kind.value,
+        profile="training" if w.kind.value == "job" else "interactive",
+        pricing_class="spot" if w.preemptible else "on_demand", tags=dict(w.tags),
+        duration_s=w.time_limit.total_seconds() if w.time_limit else None, priority=p.priority,
+    )  # fmt: skip
+
+
+async def _leave_old(
+    uow: UnitOfWork, ctx: SchedulerContext, row: asyncpg.Record, *, new_pid: str, now: datetime
+) -> str | None:
+    """For a migrating workload: end its old placement and give its quota back before reserving anew."""
+    old = row["placement_id"]
+    if row["state"] != "migrating" or old is None:
+        return None
+    await Store(uow.conn).end_placement(old, outcome="migrated", at=now, released=True)
+    await ctx.quotas.release(tenant=row["tenant_id"], placement_id=old)
+    await uow.emit(
+        WorkloadMigratingV1(workload_id=row["workload_id"], tenant_id=row["tenant_id"], from_placement_id=old,
+                            to_placement_id=new_pid, reason="re-placed away from a failed GPU"),
+        tenant=row["tenant_id"],
+    )  # fmt: skip
+    return str(old)
+
+
+async def commit_placement(
+    ctx: SchedulerContext, p: Placement, w: Workload, *, now: datetime, gpus: dict[str, GpuView]
+) -> str | None:
+    """Place one workload; returns the placement id, or None when it no longer waits or quota refused."""
+    pid = f"pl-{uuid.uuid4().hex[:16]}"
+    demand = demand_of_grants(p.grants)
+    async with ctx.runtime.uow() as uow:
+        store = Store(uow.conn)
+        row = await store.lock_workload(w.id)
+        if row is None or row["state"] not in ("queued", "migrating"):
+            return None  # cancelled or placed by someone else since the pass read it
+        old = await _leave_old(uow, ctx, row, new_pid=pid, now=now)
+        exceeded = await ctx.quotas.reserve(tenant=w.tenant, placement_id=pid, demand=demand)
+        if exceeded:
+            await _reinstate(ctx, row, old)
+            return None
+        try:
+            await store.insert_placement(
+                row=_placement_row(p, w, pid=pid, now=now, gpus=gpus), slots=[g.key for g in p.grants]
+            )
+            await store.set_state(w.id, state="placed", placement_id=pid, priority=p.priority)
+            await uow.emit(_placed_event(p, w, pid=pid, gpus=gpus), tenant=w.tenant)
+            if old is not None:
+                ended = WorkloadEndedV1(workload_id=w.id, tenant_id=w.tenant, placement_id=old, outcome="migrated",
+                                        reason=f"moved to {pid}")  # fmt: skip
+                await uow.emit(ended, tenant=w.tenant)
+            await uow.commit()
+        except Exception:
+            await ctx.quotas.release(tenant=w.tenant, placement_id=pid)
+            await _reinstate(ctx, row, old)
+            raise
+    return pid
+
+
+async def _reinstate(ctx: SchedulerContext, row: asyncpg.Record, old: str | None) -> None:
+    """The transaction rolls back, so the old placement lives on: count it in Redis again."""
+    if old is None:
+        return
+    held = await ctx.runtime.pool.fetchrow("SELECT grants FROM placements WHERE placement_id = $1", old)
+    if held is not None:
+        demand = demand_of_grants(grant_of(g) for g in held["grants"])
+        await ctx.quotas.reserve(tenant=row["tenant_id"], placement_id=old, demand=demand)
+
+
+async def commit_preemption(ctx: SchedulerContext, proposal: PreemptionProposal) -> bool:
+    """Give a victim its grace deadline, once."""
+    async with ctx.runtime.uow() as uow:
+        victim = await uow.conn.fetchrow(
+            "SELECT placement_id FROM placements WHERE workload_id = $1 AND ended_at IS NULL",
+            proposal.victim_id,
+        )
+        if victim is None:
+            return False
+        row = await Store(uow.conn).schedule_preemption(
+            victim["placement_id"], deadline=proposal.deadline, preempted_for=proposal.for_workload_id
+        )
+        if row is None:
+            return False
+        await uow.emit(
+            WorkloadPreemptionScheduledV1(workload_id=proposal.victim_id, tenant_id=proposal.victim_tenant,
+                                          placement_id=row["placement_id"], deadline=proposal.deadline,
+                                          preempted_for=proposal.for_workload_id),
+            tenant=proposal.victim_tenant,
+        )  # fmt: skip
+        await uow.commit()
+    return True
+
+
+async def expire_preemption(ctx: SchedulerContext, placement_id: str, *, now: datetime) -> bool:
+    """End a victim whose grace is over with outcome preempted, and put it back in the queue."""
+    async with ctx.runtime.uow() as uow:
+        store = Store(uow.conn)
+        ended = await store.end_placement(placement_id, outcome="preempted", at=now)
+        if ended is None:
+            return False
+        wid, tenant = ended["workload_id"], ended["tenant_id"]
+        await store.set_state(wid, state="queued", placement_id=None)
+        reason = f"preempted for {ended['preempted_for']}"
+        await uow.emit(WorkloadEndedV1(workload_id=wid, tenant_id=tenant, placement_id=placement_id,
+                                       outcome="preempted", reason=reason, requeued=True), tenant=tenant)  # fmt: skip
+        position = await store.count_waiting()
+        await uow.emit(WorkloadQueuedV1(workload_id=wid, tenant_id=tenant, position=position,
+                                        priority=float(ended["priority"])), tenant=tenant)  # fmt: skip
+        await uow.commit()
+    return True

@@ -1,0 +1,53 @@
+"""What the scheduler's routes, handlers and placer share within one process."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from libs.common.runtime import ServiceRuntime
+from services.scheduler.catalog import ImageCatalog
+from services.scheduler.decisions import SchedulerConfig
+from services.scheduler.quota_store import QuotaStore, RedisQuotaStore
+from services.scheduler.reserved import ReservedPoolConfig
+from services.scheduler.settings import SchedulerSettings
+
+__all__ = ["SchedulerContext"]
+
+
+@dataclass
+class SchedulerContext:
+    """Settings, runtime, image catalog, quota store and the placer's wake-up signal."""
+
+    settings: SchedulerSettings
+    runtime: ServiceRuntime
+    catalog: ImageCatalog
+    quota_override: QuotaStore | None = None
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    is_leader: bool = False
+    passes: int = 0
+    _quotas: QuotaStore | None = None
+
+    @property
+    def quotas(self) -> QuotaStore:
+        """The quota store (Redis unless a fake was given); built once the runtime has started."""
+        if self._quotas is None:
+            self._quotas = self.quota_override or RedisQuotaStore(
+                redis=self.runtime.redis, keys=self.runtime.keys
+            )
+        return self._quotas
+
+    @property
+    def half_life(self) -> timedelta:
+        """Fair-share usage half-life."""
+        return timedelta(hours=self.settings.half_life_hours)
+
+    def config(self) -> SchedulerConfig:
+        """Knobs of one schedule pass."""
+        reserved = ReservedPoolConfig(
+            high_threshold=self.settings.high_threshold, high_cap=self.settings.high_cap
+        )
+        return SchedulerConfig(
+            reserved=reserved, preemption_grace=timedelta(seconds=self.settings.preemption_grace_s)
+        )

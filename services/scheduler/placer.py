@@ -1,0 +1,163 @@
+"""The one active placer: a Postgres session advisory lock elects it; only the holder runs passes.
+
+The lock lives on a dedicated connection, so it goes the moment the holder's process dies and a standby
+(retrying every ``lock_retry_s``) takes over. Correctness never rests on the lock alone: each decision
+re-checks the workload under a row lock, and unique indexes refuse a second live placement or a slot
+held twice, so even two placers at once could not duplicate a placement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+from prometheus_client import Counter, Gauge, Histogram
+
+from libs.common.runtime import ServiceRuntime
+from services.scheduler.commit import commit_placement, commit_preemption, expire_preemption
+from services.scheduler.context import SchedulerContext
+from services.scheduler.loader import load_pass
+from services.scheduler.placement import schedule
+from services.scheduler.quota_store import HeldQuota, RebuildNeeded
+from services.scheduler.state import demand_of_grants, grant_of, limits_of
+from services.scheduler.store import WAKE_CHANNEL, Store
+from services.scheduler.store_fleet import FleetStore
+
+__all__ = ["Placer", "rebuild_quotas", "run_pass"]
+
+log = logging.getLogger(__name__)
+
+IS_LEADER = Gauge("scheduler_placer_leader", "1 while this replica holds the placer lock")
+PASSES = Counter("scheduler_passes_total", "Schedule passes run")
+PLACED = Counter("scheduler_placements_total", "Placements committed")
+PASS_SECONDS = Histogram("scheduler_pass_seconds", "Duration of one schedule pass")
+QUOTA_REBUILDS = Counter("scheduler_quota_rebuilds_total", "Quota state rebuilt from Postgres")
+
+
+async def rebuild_quotas(ctx: SchedulerContext) -> None:
+    """Rebuild Redis quota state (limits and live placements' demand) from Postgres."""
+    async with ctx.runtime.pool.acquire() as conn:
+        limits = {r["tenant_id"]: limits_of(r) for r in await FleetStore(conn).quotas()}
+        live = await Store(conn).live_placements()
+    held = [
+        HeldQuota(r["tenant_id"], r["placement_id"], demand_of_grants(grant_of(g) for g in r["grants"]))
+        for r in live
+    ]
+    await ctx.quotas.rebuild(limits=limits, held=held)
+    QUOTA_REBUILDS.inc()
+    log.info(
+        "quota state rebuilt from Postgres: %d tenants limited, %d live placements", len(limits), len(held)
+    )
+
+
+async def _release_ended(ctx: SchedulerContext) -> None:
+    """Give back the quota of placements that ended since (idempotent per placement in Redis)."""
+    store = Store(ctx.runtime.pool)
+    rows = await store.unreleased()
+    for row in rows:
+        await ctx.quotas.release(tenant=row["tenant_id"], placement_id=row["placement_id"])
+    if rows:
+        await store.mark_released([r["placement_id"] for r in rows])
+
+
+async def run_pass(ctx: SchedulerContext, *, now: datetime) -> int:
+    """One schedule pass: releases, expired preemptions, then every decision committed; returns placements."""
+    if not await ctx.quotas.intact():
+        await rebuild_quotas(ctx)
+    await _release_ended(ctx)
+    for pid in await Store(ctx.runtime.pool).expired_preemptions(now=now):
+        await expire_preemption(ctx, pid, now=now)
+    async with ctx.runtime.pool.acquire() as conn:
+        inputs = await load_pass(conn, ctx, now=now)
+    if not inputs.queue:
+        return 0
+    decisions = schedule(inputs.queue, inputs.state, now=now, config=ctx.config(), quotas=inputs.quotas)
+    gpus = {g.uuid: g for g in inputs.state.gpus}
+    workloads = {e.workload.id: e.workload for e in inputs.queue}
+    placed = 0
+    for p in decisions.placements:
+        if await commit_placement(ctx, p, workloads[p.workload_id], now=now, gpus=gpus):
+            placed += 1
+    for proposal in decisions.preemptions:
+        await commit_preemption(ctx, proposal)
+    waiting = [
+        (q.workload_id, q.position, q.priority, q.reason.value, q.estimated_start) for q in decisions.waiting
+    ]
+    await Store(ctx.runtime.pool).record_waiting(waiting)
+    PLACED.inc(placed)
+    return placed
+
+
+class Placer:
+    """The background task: become placer when the lock is free, then pass on wake-ups and intervals."""
+
+    def __init__(self, ctx: SchedulerContext) -> None:
+        self._ctx = ctx
+        self._lock_key = f"gpucloud.scheduler.placer.{ctx.settings.pg_schema}"
+
+    async def __call__(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        conn: asyncpg.Connection[Any] = await asyncpg.connect(self._ctx.settings.database_url)
+        try:
+            while not stop.is_set():
+                if await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", self._lock_key):
+                    await self._lead(conn, stop)
+                else:
+                    await _wait(stop, self._ctx.settings.lock_retry_s)
+        finally:
+            self._ctx.is_leader = False
+            IS_LEADER.set(0)
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def _lead(self, conn: asyncpg.Connection[Any], stop: asyncio.Event) -> None:
+        ctx = self._ctx
+        schema = ctx.settings.pg_schema
+
+        def on_notify(_c: object, _pid: int, _channel: str, payload: str) -> None:
+            if payload == schema:
+                ctx.wake.set()
+
+        await conn.add_listener(WAKE_CHANNEL, on_notify)
+        ctx.is_leader = True
+        IS_LEADER.set(1)
+        log.info("this replica is now the active placer")
+        await rebuild_quotas(ctx)  # a predecessor may have died between a Redis reserve and its commit
+        try:
+            while not stop.is_set():
+                ctx.wake.clear()
+                await self._one_pass()
+                await conn.execute("SELECT 1")  # the lock's connection must still be alive
+                await _wait_event(stop, ctx.wake, ctx.settings.pass_interval_s)
+        finally:
+            ctx.is_leader = False
+            IS_LEADER.set(0)
+            with contextlib.suppress(Exception):
+                await conn.remove_listener(WAKE_CHANNEL, on_notify)
+                await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", self._lock_key)
+
+    async def _one_pass(self) -> None:
+        with PASS_SECONDS.time():
+            try:
+                await run_pass(self._ctx, now=datetime.now(UTC))
+            except RebuildNeeded:
+                await rebuild_quotas(self._ctx)
+        self._ctx.passes += 1
+        PASSES.inc()
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+
+async def _wait_event(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
+    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()

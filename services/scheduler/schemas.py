@@ -1,0 +1,126 @@
+"""Request and response bodies of the scheduler's HTTP API."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "DraftOut",
+    "PriorityOut",
+    "QueueEntryOut",
+    "QuotaIn",
+    "QuotaOut",
+    "ShareIn",
+    "ShareOut",
+    "WorkloadOut",
+]
+
+
+class WorkloadOut(BaseModel):
+    """A workload as its tenant sees it."""
+
+    workload_id: str
+    tenant_id: str
+    kind: str
+    state: str
+    spec: dict[str, Any] = Field(description="The validated creation request.")
+    urgency: float
+    preemptible: bool
+    tags: dict[str, str]
+    priority: float
+    position: int | None = Field(description="Place in the queue while waiting.")
+    wait_reason: str | None = Field(description="Why it still waits: capacity, quota, reserved_pool...")
+    estimated_start: datetime | None
+    placement_id: str | None
+    submitted_at: datetime
+    ended_at: datetime | None
+    outcome: str | None
+    reason: str
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> WorkloadOut:
+        """From a workloads row."""
+        return cls.model_validate({k: row[k] for k in cls.model_fields})
+
+
+class QueueEntryOut(BaseModel):
+    """One waiting workload in queue order."""
+
+    position: int | None
+    workload_id: str
+    tenant_id: str
+    priority: float
+    wait_reason: str | None
+    estimated_start: datetime | None
+    submitted_at: datetime
+
+
+class PriorityOut(BaseModel):
+    """Each term of a workload's priority, like Slurm's sprio."""
+
+    workload_id: str
+    formula: str = "priority = min(0.6 * urgency + 0.4 * (1 - fair_share), 1.0)"
+    urgency: float
+    urgency_term: float = Field(description="0.6 * urgency")
+    decayed_usage_unit_hours: float
+    entitlement_unit_hours: float = Field(description="shares / total_shares * capacity * half_life / ln 2")
+    shares: float
+    total_shares: float
+    fair_share: float = Field(description="decayed usage / entitlement, clamped to [0, 1]")
+    fair_share_term: float = Field(description="0.4 * (1 - fair_share)")
+    raw: float = Field(description="Sum of the terms before clamping.")
+    priority: float
+    pinned: bool = Field(description="True while a migration keeps the priority it was placed with.")
+    explanation: str
+
+
+class ShareIn(BaseModel):
+    """A tenant's fair-share weight."""
+
+    model_config = ConfigDict(extra="forbid")
+    shares: float = Field(gt=0, le=1_000_000, description="Relative entitlement; default 1.")
+
+
+class ShareOut(BaseModel):
+    """A tenant's shares and what they entitle it to now."""
+
+    tenant_id: str
+    shares: float
+    total_shares: float
+    share_fraction: float
+    decayed_usage_unit_hours: float
+    entitlement_unit_hours: float
+    fair_share: float
+
+
+class QuotaIn(BaseModel):
+    """Per-tenant limits; null means unlimited."""
+
+    model_config = ConfigDict(extra="forbid")
+    gpus: int | None = Field(default=None, ge=0, le=100_000, description="Whole GPUs held at once.")
+    units: float | None = Field(default=None, ge=0, le=10_000_000, description="Compute units held at once.")
+    workloads: int | None = Field(
+        default=None, ge=0, le=1_000_000, description="Concurrent placed/running workloads."
+    )
+
+
+class QuotaOut(BaseModel):
+    """A tenant's limits and live usage (from Redis)."""
+
+    tenant_id: str
+    limits: QuotaIn
+    usage: dict[str, float]
+
+
+class DraftOut(BaseModel):
+    """A creation draft: steps filled so far and what is missing."""
+
+    draft_id: str
+    tenant_id: str
+    steps: dict[str, Any]
+    missing: list[str]
+    workload_id: str | None

@@ -1,0 +1,230 @@
+"""asyncpg SQL for workloads, placements and drafts; takes a connection and never commits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+__all__ = ["WAKE_CHANNEL", "Store"]
+
+Conn = "asyncpg.Connection[Any] | asyncpg.Pool[Any]"
+#: NOTIFY channel that wakes the active placer (payload: the schema, so test schemas never cross).
+WAKE_CHANNEL = "gpucloud_scheduler_wake"
+
+INSERT_WORKLOAD = """
+INSERT INTO workloads (workload_id, tenant_id, kind, state, spec, urgency, preemptible, tags, submitted_at,
+    priority)
+VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9)
+"""
+GET_WORKLOAD = "SELECT * FROM workloads WHERE workload_id = $1 AND ($2::text IS NULL OR tenant_id = $2)"
+LOCK_WORKLOAD = "SELECT * FROM workloads WHERE workload_id = $1 FOR UPDATE"
+LIST_WORKLOADS = """
+SELECT * FROM workloads WHERE ($1::text IS NULL OR tenant_id = $1) AND ($2::text IS NULL OR state = $2)
+ORDER BY submitted_at DESC, workload_id LIMIT $3
+"""
+WAITING = "SELECT * FROM workloads WHERE state IN ('queued', 'migrating') ORDER BY submitted_at, workload_id"
+QUEUE_VIEW = """
+SELECT * FROM workloads WHERE state IN ('queued', 'migrating') AND ($1::text IS NULL OR tenant_id = $1)
+ORDER BY position NULLS LAST, submitted_at, workload_id
+"""
+COUNT_WAITING = "SELECT count(*) FROM workloads WHERE state IN ('queued', 'migrating')"
+SET_STATE = """
+UPDATE workloads SET state = $2, placement_id = $3, wait_reason = NULL, position = NULL,
+    estimated_start = NULL, priority = coalesce($4, priority)
+WHERE workload_id = $1
+"""
+END_WORKLOAD = """
+UPDATE workloads SET state = $2, outcome = $3, reason = $4, ended_at = $5, position = NULL,
+    wait_reason = NULL, estimated_start = NULL
+WHERE workload_id = $1
+"""
+START_MIGRATION = """
+UPDATE workloads SET state = 'migrating', pinned_priority = $2,
+    avoid_gpus = (SELECT jsonb_agg(DISTINCT g) FROM jsonb_array_elements(avoid_gpus || $3::jsonb) g)
+WHERE workload_id = $1
+"""
+RECORD_WAITING = """
+UPDATE workloads w SET position = v.position, priority = v.priority, wait_reason = v.reason,
+    estimated_start = v.estimated_start
+FROM unnest($1::text[], $2::int[], $3::float8[], $4::text[], $5::timestamptz[])
+    AS v(workload_id, position, priority, reason, estimated_start)
+WHERE w.workload_id = v.workload_id AND w.state IN ('queued', 'migrating')
+"""
+INSERT_PLACEMENT = """
+INSERT INTO placements (placement_id, workload_id, tenant_id, node, grants, gpus, units_milli, models,
+    priority, preemptible, ends_at, placed_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+"""
+INSERT_SLOTS = """
+INSERT INTO held_slots (gpu_uuid, slot, placement_id) SELECT g, s, $3 FROM unnest($1::text[], $2::text[]) AS v(g, s)
+"""
+GET_PLACEMENT = "SELECT * FROM placements WHERE placement_id = $1 FOR UPDATE"
+LIVE_PLACEMENTS = "SELECT * FROM placements WHERE ended_at IS NULL"
+END_PLACEMENT = """
+UPDATE placements SET ended_at = $2, outcome = $3, quota_released = $4 WHERE placement_id = $1
+  AND ended_at IS NULL RETURNING *
+"""
+FREE_SLOTS = "DELETE FROM held_slots WHERE placement_id = $1"
+MARK_MIGRATING = "UPDATE placements SET migrating = true WHERE placement_id = $1"
+START_PLACEMENT = "UPDATE placements SET started_at = $2 WHERE placement_id = $1 AND started_at IS NULL"
+SCHEDULE_PREEMPTION = """
+UPDATE placements SET preempt_deadline = $2, preempted_for = $3
+WHERE placement_id = $1 AND ended_at IS NULL AND preempt_deadline IS NULL RETURNING *
+"""
+EXPIRED_PREEMPTIONS = """
+SELECT placement_id FROM placements WHERE ended_at IS NULL AND preempt_deadline <= $1
+"""
+UNRELEASED = (
+    "SELECT placement_id, tenant_id FROM placements WHERE ended_at IS NOT NULL AND NOT quota_released"
+)
+MARK_RELEASED = "UPDATE placements SET quota_released = true WHERE placement_id = ANY($1::text[])"
+HISTORY = """
+SELECT p.*, w.spec FROM placements p JOIN workloads w USING (workload_id)
+WHERE p.tenant_id = $1 AND p.outcome = 'completed' AND p.started_at IS NOT NULL
+ORDER BY p.ended_at DESC LIMIT 500
+"""
+INSERT_DRAFT = "INSERT INTO drafts (draft_id, tenant_id, body) VALUES ($1, $2, $3)"
+GET_DRAFT = "SELECT * FROM drafts WHERE draft_id = $1 AND ($2::text IS NULL OR tenant_id = $2) FOR UPDATE"
+UPDATE_DRAFT = "UPDATE drafts SET body = $2, workload_id = $3, updated_at = now() WHERE draft_id = $1"
+NOTIFY_WAKE = "SELECT pg_notify($1, current_schema())"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+class Store:
+    """Workload, placement and draft rows on one connection (or the pool, for reads)."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    async def insert_workload(self, *, row: dict[str, Any]) -> None:
+        """Record a new workload as queued."""
+        await self.conn.execute(
+            INSERT_WORKLOAD, row["workload_id"], row["tenant_id"], row["kind"], row["spec"],
+            row["urgency"], row["preemptible"], row["tags"], row["submitted_at"], row["priority"],
+        )  # fmt: skip
+
+    async def workload(self, workload_id: str, *, tenant: str | None = None) -> asyncpg.Record | None:
+        """A workload, visible to ``tenant`` (None = any)."""
+        return await self.conn.fetchrow(GET_WORKLOAD, workload_id, tenant)
+
+    async def lock_workload(self, workload_id: str) -> asyncpg.Record | None:
+        """A workload row locked for this transaction."""
+        return await self.conn.fetchrow(LOCK_WORKLOAD, workload_id)
+
+    async def workloads(self, *, tenant: str | None, state: str | None, limit: int) -> list[asyncpg.Record]:
+        """Newest first."""
+        return list(await self.conn.fetch(LIST_WORKLOADS, tenant, state, limit))
+
+    async def waiting(self) -> list[asyncpg.Record]:
+        """Every queued or migrating workload, oldest first."""
+        return list(await self.conn.fetch(WAITING))
+
+    async def queue(self, *, tenant: str | None) -> list[asyncpg.Record]:
+        """Waiting workloads in queue order."""
+        return list(await self.conn.fetch(QUEUE_VIEW, tenant))
+
+    async def count_waiting(self) -> int:
+        """How many workloads wait."""
+        return int(await self.conn.fetchval(COUNT_WAITING))
+
+    async def set_state(
+        self, workload_id: str, *, state: str, placement_id: str | None, priority: float | None = None
+    ) -> None:
+        """Move a workload to a non-terminal state."""
+        await self.conn.execute(SET_STATE, workload_id, state, placement_id, priority)
+
+    async def end_workload(
+        self, workload_id: str, *, state: str, outcome: str, reason: str, at: datetime
+    ) -> None:
+        """Move a workload to a terminal state."""
+        await self.conn.execute(END_WORKLOAD, workload_id, state, outcome, reason, at)
+
+    async def start_migration(self, workload_id: str, *, priority: float, avoid_gpu: str) -> None:
+        """Mark a workload migrating, its priority pinned and a GPU to avoid."""
+        await self.conn.execute(START_MIGRATION, workload_id, priority, _json([avoid_gpu]))
+
+    async def record_waiting(self, rows: Sequence[tuple[str, int, float, str, datetime | None]]) -> None:
+        """Store each waiting workload's position, priority, reason and estimated start."""
+        if rows:
+            await self.conn.execute(RECORD_WAITING, *(list(col) for col in zip(*rows, strict=True)))
+
+    async def insert_placement(self, *, row: dict[str, Any], slots: Sequence[tuple[str, str]]) -> None:
+        """Record a placement and the slots it holds (a held slot raises UniqueViolationError)."""
+        await self.conn.execute(
+            INSERT_PLACEMENT, row["placement_id"], row["workload_id"], row["tenant_id"], row["node"],
+            row["grants"], row["gpus"], row["units_milli"], row["models"], row["priority"],
+            row["preemptible"], row["ends_at"], row["placed_at"],
+        )  # fmt: skip
+        await self.conn.execute(
+            INSERT_SLOTS, [g for g, _ in slots], [s for _, s in slots], row["placement_id"]
+        )
+
+    async def placement(self, placement_id: str) -> asyncpg.Record | None:
+        """A placement row locked for this transaction."""
+        return await self.conn.fetchrow(GET_PLACEMENT, placement_id)
+
+    async def live_placements(self) -> list[asyncpg.Record]:
+        """Every placement not ended."""
+        return list(await self.conn.fetch(LIVE_PLACEMENTS))
+
+    async def end_placement(
+        self, placement_id: str, *, outcome: str, at: datetime, released: bool = False
+    ) -> asyncpg.Record | None:
+        """End a live placement and free its slots; None when it had already ended."""
+        row = await self.conn.fetchrow(END_PLACEMENT, placement_id, at, outcome, released)
+        await self.conn.execute(FREE_SLOTS, placement_id)
+        return row
+
+    async def mark_migrating(self, placement_id: str) -> None:
+        """Free a migrating placement's slots: the workload is being re-placed."""
+        await self.conn.execute(MARK_MIGRATING, placement_id)
+        await self.conn.execute(FREE_SLOTS, placement_id)
+
+    async def start_placement(self, placement_id: str, *, at: datetime) -> None:
+        """Record when the agent started it."""
+        await self.conn.execute(START_PLACEMENT, placement_id, at)
+
+    async def schedule_preemption(
+        self, placement_id: str, *, deadline: datetime, preempted_for: str
+    ) -> asyncpg.Record | None:
+        """Set a victim's deadline once; None when already set or ended."""
+        return await self.conn.fetchrow(SCHEDULE_PREEMPTION, placement_id, deadline, preempted_for)
+
+    async def expired_preemptions(self, *, now: datetime) -> list[str]:
+        """Live placements whose grace period is over."""
+        return [r["placement_id"] for r in await self.conn.fetch(EXPIRED_PREEMPTIONS, now)]
+
+    async def unreleased(self) -> list[asyncpg.Record]:
+        """Ended placements whose quota Redis still counts."""
+        return list(await self.conn.fetch(UNRELEASED))
+
+    async def mark_released(self, placement_ids: Sequence[str]) -> None:
+        """Record that Redis gave these placements' quota back."""
+        await self.conn.execute(MARK_RELEASED, list(placement_ids))
+
+    async def history(self, tenant: str) -> list[asyncpg.Record]:
+        """The tenant's completed placements that ran, newest first."""
+        return list(await self.conn.fetch(HISTORY, tenant))
+
+    async def insert_draft(self, *, draft_id: str, tenant: str, body: dict[str, Any]) -> None:
+        """Record an empty draft."""
+        await self.conn.execute(INSERT_DRAFT, draft_id, tenant, body)
+
+    async def draft(self, draft_id: str, *, tenant: str | None) -> asyncpg.Record | None:
+        """A draft locked for this transaction."""
+        return await self.conn.fetchrow(GET_DRAFT, draft_id, tenant)
+
+    async def update_draft(self, draft_id: str, *, body: dict[str, Any], workload_id: str | None) -> None:
+        """Replace a draft's body; a workload id marks it submitted."""
+        await self.conn.execute(UPDATE_DRAFT, draft_id, body, workload_id)
+
+    async def wake_placer(self) -> None:
+        """Wake the active placer (delivered at commit, to whichever replica holds the lock)."""
+        await self.conn.execute(NOTIFY_WAKE, WAKE_CHANNEL)
