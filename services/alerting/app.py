@@ -1,12 +1,17 @@
-"""Composition root of the alerting service: settings, runtime, consumers and routers."""
+"""Composition root of the alerting service: settings, runtime, consumers, loops and routers."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
 
 from libs.common.db import service_migrations
+from libs.common.events import topics
 from libs.common.http import create_service_app
-from libs.common.runtime import ServiceRuntime
+from libs.common.runtime import ConsumerSpec, ServiceRuntime
+from services.alerting import api_alerts, api_delivery, api_rules
+from services.alerting.delivery import DeliveryWorker
+from services.alerting.evaluator import Evaluator
+from services.alerting.handlers import HANDLERS
 from services.alerting.settings import AlertingSettings
 
 __all__ = ["create_app"]
@@ -15,12 +20,25 @@ __all__ = ["create_app"]
 def create_app(settings: AlertingSettings | None = None) -> FastAPI:
     """Build the alerting app; nothing connects until the app's lifespan starts."""
     settings = settings or AlertingSettings()
-    runtime = ServiceRuntime(settings=settings, migrations=service_migrations("alerting"))
-    return create_service_app(
+    delivery = DeliveryWorker(settings=settings)
+    evaluator = Evaluator(settings=settings, on_notified=delivery.wake)
+    runtime = ServiceRuntime(
+        settings=settings,
+        migrations=service_migrations("alerting"),
+        consumers=[
+            ConsumerSpec("signals", (topics.TELEMETRY_FAULTS, topics.BILLING, topics.RECOVERY), HANDLERS)
+        ],
+        background=[("evaluator", evaluator.run), ("delivery", delivery.run)],
+    )
+    app = create_service_app(
         runtime=runtime,
         title="gpucloud alerting",
         description=(
             "Threshold-for-duration rules on the live stream and pager webhooks that "
             "are never lost or duplicated."
         ),
+        routers=[api_rules.router, api_alerts.router, api_delivery.router],
     )
+    app.state.delivery = delivery
+    app.state.evaluator = evaluator
+    return app

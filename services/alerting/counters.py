@@ -23,6 +23,9 @@ def record(
     points: tuple[CounterPoint, ...], *, at: datetime, value: float, keep: timedelta
 ) -> tuple[CounterPoint, ...]:
     """Append a point and forget points older than `keep`, except one baseline at the window's edge."""
+    if points and points[-1].value == value and points[-1].at <= at:
+        # An unchanged counter adds nothing to increase(); not storing it keeps windows tiny at 1 Hz.
+        return points
     updated = (*points, CounterPoint(at=at, value=value))
     horizon = at - keep
     older = [i for i, p in enumerate(updated) if p.at <= horizon]

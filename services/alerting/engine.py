@@ -1,0 +1,258 @@
+"""The evaluator's in-memory state for every series, node, event alert and group, and what changed.
+
+Pure: time is passed in and no IO happens. The evaluator loop feeds samples, signals and ticks,
+then `drain()`s the changes to persist in one transaction (state rows, alert events, notifications).
+Only transitions dirty a series, so a steady 1 Hz stream with nothing breaching writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict
+
+from services.alerting.absence import NodeState, observe_node, tick_node
+from services.alerting.alerts import Alert, AlertStatus, fingerprint
+from services.alerting.evaluation import Sample, SeriesState, evaluate, retire_rule, series_key, tick
+from services.alerting.grouping import AlertGroup, Groups, Notification, due_notifications, ingest
+from services.alerting.inhibition import DEFAULT_INHIBIT_RULES, InhibitRule, muter
+from services.alerting.routing import RoutingTree
+from services.alerting.rules import GPU_LOST_METRIC, Rule, RuleKind
+from services.alerting.signals import Signal, SignalKind
+from services.alerting.silences import Silence
+from services.alerting.state import EvaluationConfig, Transition, TransitionKind, transition
+
+__all__ = ["Changes", "Engine", "EventAlert"]
+
+_NOTIFIED = (TransitionKind.FIRING, TransitionKind.RESOLVED)
+
+
+class EventAlert(BaseModel):
+    """A firing alert raised by an event; it resolves at `expires_at` unless the event repeats."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rule: str
+    alert: Alert
+    expires_at: AwareDatetime
+
+
+@dataclass
+class Changes:
+    """Everything to write in one transaction; `None` values mean delete the row."""
+
+    transitions: list[Transition] = field(default_factory=list)
+    series: dict[str, SeriesState | None] = field(default_factory=dict)
+    nodes: dict[str, NodeState | None] = field(default_factory=dict)
+    events: dict[str, EventAlert | None] = field(default_factory=dict)
+    groups: dict[str, AlertGroup | None] = field(default_factory=dict)
+    notifications: list[Notification] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        """Nothing to write."""
+        return not (self.transitions or self.series or self.nodes or self.events or self.groups)
+
+
+class Engine:
+    """Single-writer evaluation state; restored from Postgres at start, then kept in memory."""
+
+    def __init__(
+        self,
+        *,
+        tree: RoutingTree,
+        config: EvaluationConfig,
+        event_ttl: timedelta,
+        inhibit_rules: Sequence[InhibitRule] = DEFAULT_INHIBIT_RULES,
+    ) -> None:
+        self.tree = tree
+        self.rules: tuple[Rule, ...] = ()
+        self.silences: tuple[Silence, ...] = ()
+        self._config, self._event_ttl, self._inhibit = config, event_ttl, tuple(inhibit_rules)
+        self.series: dict[str, SeriesState] = {}
+        self.nodes: dict[str, NodeState] = {}
+        self.events: dict[str, EventAlert] = {}
+        self.groups: Groups = {}
+        self.firing: dict[str, Alert] = {}
+        self._watermarks: dict[str, datetime] = {}
+        self._gpu_series: dict[str, str] = {}
+        self._persisted_groups: Groups = {}
+        self._changes = Changes()
+
+    def restore(
+        self,
+        *,
+        series: Mapping[str, SeriesState],
+        nodes: Mapping[str, NodeState],
+        events: Mapping[str, EventAlert],
+        groups: Mapping[str, AlertGroup],
+        now: datetime,
+    ) -> None:
+        """Load persisted state; staleness counts from `now`, as samples sent while down are unknown."""
+        for key, state in series.items():
+            # Samples at or before the persisted instant were applied before the restart: skip them.
+            self._watermarks[key] = state.last_seen
+            self.series[key] = _refreshed(state, now)
+            self._gpu_series[state.labels.get("gpu", "")] = key
+        self.nodes = {k: n.model_copy(update={"last_seen": max(n.last_seen, now)}) for k, n in nodes.items()}
+        self.events = dict(events)
+        self.groups = dict(groups)
+        self._persisted_groups = dict(groups)
+        self.firing = {
+            fp: a for g in groups.values() for fp, a in g.alerts.items() if a.status is AlertStatus.FIRING
+        }
+
+    def configure(
+        self, *, rules: Sequence[Rule], tree: RoutingTree, silences: Sequence[Silence], now: datetime
+    ) -> None:
+        """Swap in new configuration; alerts of deleted or changed rules resolve."""
+        kept = {r.name: r for r in rules}
+        gone = [r for r in self.rules if kept.get(r.name) != r]
+        self.rules, self.tree, self.silences = tuple(rules), tree, tuple(silences)
+        for rule in gone:
+            for key, state in list(self.series.items()):
+                if rule.name in state.alerts:
+                    step = retire_rule(state=state, rule=rule, now=now)
+                    self._apply_series(key, step.state, step.transitions, now)
+            self._retire_node_rule(rule, now)
+
+    def observe(self, *, node: str, at: datetime, samples: Sequence[Sample], now: datetime) -> int:
+        """Evaluate one node's batch taken at `at`; returns how many samples were evaluated."""
+        rules = [r for r in self.rules if r.kind is not RuleKind.ABSENT]
+        done = 0
+        for sample in samples:
+            key = series_key(sample.labels)
+            mark = self._watermarks.get(key)
+            if mark is not None:
+                if at <= mark:
+                    continue  # redelivered: this sample's effects are already persisted
+                del self._watermarks[key]
+            step = evaluate(state=self.series.get(key), sample=sample, rules=rules, now=at)
+            self._apply_series(key, step.state, step.transitions, now)
+            self._gpu_series[sample.labels.get("gpu", "")] = key
+            done += 1
+        if samples:
+            self._observe_node(node, samples[0], at, now)
+        return done
+
+    def signal(self, signal: Signal, *, now: datetime) -> None:
+        """Apply an event-raised signal (already deduplicated by the consumer's inbox)."""
+        if signal.kind is SignalKind.GPU_LOST:
+            key = self._gpu_series.get(signal.labels.get("gpu", ""))
+            labels = self.series[key].labels if key in self.series else signal.labels
+            sample = Sample(labels=labels, values={GPU_LOST_METRIC: 1.0})
+            self.observe(node=labels.get("node", ""), at=signal.at, samples=[sample], now=now)
+            return
+        self._raise_event(signal, now)
+
+    def tick(self, *, now: datetime) -> None:
+        """Advance `for`, keep_firing_for, staleness, absence and event-alert timers, then flush groups."""
+        for key, state in list(self.series.items()):
+            if state.alerts or now - state.last_seen >= self._config.staleness:
+                step = tick(state=state, rules=self.rules, now=now, config=self._config)
+                self._apply_series(key, step.state, step.transitions, now)
+        for name, node in list(self.nodes.items()):
+            node_step = tick_node(state=node, rules=self.rules, now=now, config=self._config)
+            self._apply_node(name, node_step.state, node_step.transitions, now)
+        for fp, event in list(self.events.items()):
+            if now >= event.expires_at:
+                del self.events[fp]
+                self._changes.events[fp] = None
+                resolved = event.alert.model_copy(update={"ends_at": now})
+                ended = Transition(kind=TransitionKind.RESOLVED, rule=event.rule, at=now, alert=resolved)
+                self._emit([ended], now)
+        self.flush(now=now)
+
+    def flush(self, *, now: datetime) -> None:
+        """Send what group timers say is due, muting silenced and inhibited alerts."""
+        if not self.groups:
+            return
+        firing = self.firing.values()
+        mute = muter(silences=self.silences, inhibit_rules=self._inhibit, firing=firing, now=now)
+        self.groups, sent = due_notifications(self.groups, now=now, muted=mute)
+        self._changes.notifications.extend(sent)
+
+    def drain(self) -> Changes:
+        """The changes since the last drain (the caller persists them), and start afresh."""
+        changes, self._changes = self._changes, Changes()
+        for key, group in self.groups.items():
+            if self._persisted_groups.get(key) is not group:
+                changes.groups[key] = group
+        changes.groups.update({k: None for k in self._persisted_groups if k not in self.groups})
+        self._persisted_groups = dict(self.groups)
+        return changes
+
+    def _apply_series(
+        self, key: str, state: SeriesState | None, transitions: Iterable[Transition], now: datetime
+    ) -> None:
+        if state is None:
+            self.series.pop(key, None)
+        else:
+            self.series[key] = state
+        changed = list(transitions)
+        if changed:
+            # Only an alert-holding series is worth a row; the rest restarts from the next sample.
+            self._changes.series[key] = state if state is not None and state.alerts else None
+            self._emit(changed, now)
+
+    def _observe_node(self, node: str, sample: Sample, at: datetime, now: datetime) -> None:
+        known = node in self.nodes
+        step = observe_node(state=self.nodes.get(node), sample=sample, rules=self.rules, now=at)
+        self._apply_node(node, step.state, step.transitions, now)
+        if not known and step.state is not None:
+            self._changes.nodes[node] = step.state  # remembered so silence is noticed after a restart
+
+    def _apply_node(
+        self, name: str, state: NodeState | None, transitions: Iterable[Transition], now: datetime
+    ) -> None:
+        if state is None:
+            self.nodes.pop(name, None)
+            self._changes.nodes[name] = None
+        else:
+            self.nodes[name] = state
+        changed = list(transitions)
+        if changed:
+            self._changes.nodes[name] = state
+            self._emit(changed, now)
+
+    def _retire_node_rule(self, rule: Rule, now: datetime) -> None:
+        for name, node in list(self.nodes.items()):
+            alert = node.alerts.get(rule.name)
+            if alert is None:
+                continue
+            alerts = {k: v for k, v in node.alerts.items() if k != rule.name}
+            ended = transition(TransitionKind.RESOLVED, rule=rule, series=node.labels, state=alert, now=now)
+            self._apply_node(name, node.model_copy(update={"alerts": alerts}), [ended], now)
+
+    def _raise_event(self, signal: Signal, now: datetime) -> None:
+        labels = {**signal.labels, "alertname": signal.name, "severity": signal.severity.value}
+        fp = fingerprint(labels)
+        expires = max(signal.at, now) + self._event_ttl
+        current = self.events.get(fp)
+        if current is not None:
+            self.events[fp] = current.model_copy(update={"expires_at": expires})
+            self._changes.events[fp] = self.events[fp]
+            return
+        alert = Alert(
+            fingerprint=fp, labels=labels, annotations={"summary": signal.summary}, starts_at=signal.at
+        )
+        self.events[fp] = EventAlert(rule=signal.name, alert=alert, expires_at=expires)
+        self._changes.events[fp] = self.events[fp]
+        self._emit([Transition(kind=TransitionKind.FIRING, rule=signal.name, at=signal.at, alert=alert)], now)
+
+    def _emit(self, transitions: Sequence[Transition], now: datetime) -> None:
+        self._changes.transitions.extend(transitions)
+        for change in transitions:
+            if change.kind not in _NOTIFIED:
+                continue
+            if change.kind is TransitionKind.FIRING:
+                self.firing[change.alert.fingerprint] = change.alert
+            else:
+                self.firing.pop(change.alert.fingerprint, None)
+            self.groups = ingest(self.groups, alert=change.alert, tree=self.tree, now=now)
+
+
+def _refreshed(state: SeriesState, now: datetime) -> SeriesState:
+    alerts = {n: a.model_copy(update={"last_seen": max(a.last_seen, now)}) for n, a in state.alerts.items()}
+    return state.model_copy(update={"last_seen": max(state.last_seen, now), "alerts": alerts})

@@ -1,0 +1,201 @@
+"""The evaluator loop: samples from Kafka, signals and ticks into the engine; transitions into Postgres.
+
+One evaluator runs at a time (a Postgres advisory lock; other replicas wait as standbys). It loads
+the persisted state, consumes `telemetry.samples` with a raw consumer, evaluates in memory and, per
+fetched batch, writes only what changed (series rows, groups, alert history, outbox events,
+notifications) in one transaction, then commits the Kafka offsets. A crash before the offset commit
+replays samples: those at or before a series' persisted instant are skipped, the others replay
+deterministically into the same state, and notification ids are deterministic and inserted
+ON CONFLICT DO NOTHING, so nobody is paged twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from aiokafka import ConsumerRecord
+from prometheus_client import Counter, Gauge
+
+from libs.common.bus.kafka import create_consumer
+from libs.common.db.uow import UnitOfWork
+from libs.common.events import EVENT_TYPES, EventDecodeError, decode, topics
+from libs.common.events.alerting import AlertFiredV1, AlertResolvedV1
+from libs.common.events.telemetry import SampleBatchV1
+from libs.common.runtime import ServiceRuntime
+from services.alerting.engine import Changes, Engine
+from services.alerting.samples import to_samples
+from services.alerting.settings import AlertingSettings
+from services.alerting.state import EvaluationConfig, Transition, TransitionKind
+from services.alerting.statestore import StateStore
+from services.alerting.store import ConfigStore, default_tree
+
+__all__ = ["Evaluator"]
+
+log = logging.getLogger(__name__)
+
+SAMPLES_EVALUATED = Counter("gpucloud_alerting_samples_evaluated_total", "GPU samples evaluated.")
+EVALUATION_LAG = Gauge(
+    "gpucloud_alerting_evaluation_lag_seconds", "Age of the newest sample batch when it was evaluated."
+)
+TRANSITIONS = Counter("gpucloud_alerting_transitions_total", "Alert state transitions.", ["kind"])
+
+
+class Evaluator:
+    """Background task; `evaluated` counts samples for tests and the benchmark."""
+
+    def __init__(self, *, settings: AlertingSettings, on_notified: Callable[[], None]) -> None:
+        self._settings = settings
+        self._on_notified = on_notified
+        self.evaluated = 0
+        self.leading = False
+
+    async def run(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        """Wait to become the evaluator, then evaluate until `stop`."""
+        lock = f"gpucloud.alerting.evaluator.{self._settings.pg_schema}"
+        async with runtime.pool.acquire() as conn:
+            while not await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", lock):
+                if stop.is_set():
+                    return
+                await asyncio.sleep(1.0)
+            try:
+                self.leading = True
+                await self._lead(runtime, stop)
+            finally:
+                self.leading = False
+                await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", lock)
+
+    async def _lead(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        s = self._settings
+        engine = Engine(
+            tree=default_tree(s.default_receiver),
+            config=EvaluationConfig(staleness=timedelta(seconds=s.staleness_s)),
+            event_ttl=timedelta(seconds=s.event_alert_ttl_s),
+        )
+        async with runtime.uow() as uow:
+            await ConfigStore(uow.conn).seed_defaults()
+            await uow.commit()
+        version = await self._reload(runtime, engine, version=-1)
+        async with runtime.pool.acquire() as conn:
+            restored = await StateStore(conn).load()
+        engine.restore(
+            series=restored.series,
+            nodes=restored.nodes,
+            events=restored.events,
+            groups=restored.groups,
+            now=_now(),
+        )
+        consumer = create_consumer(
+            bootstrap=s.kafka_bootstrap_servers,
+            group_id=s.group_id("samples"),
+            topics=[s.topic(topics.TELEMETRY_SAMPLES)],
+            client_id=f"{s.service_name}.samples",
+        )
+        await consumer.start()
+        try:
+            last_tick = 0.0
+            while not stop.is_set():
+                batches = await consumer.getmany(timeout_ms=50, max_records=2000)
+                for records in batches.values():
+                    self._observe(engine, records)
+                signal_ids: list[int] = []
+                if time.monotonic() - last_tick >= s.tick_interval_s:
+                    last_tick = time.monotonic()
+                    version = await self._reload(runtime, engine, version=version)
+                    signal_ids = await self._signals(runtime, engine)
+                    engine.tick(now=_now())
+                else:
+                    engine.flush(now=_now())
+                await self._persist(runtime, engine.drain(), signal_ids)
+                if batches:
+                    await consumer.commit()
+        finally:
+            await consumer.stop()
+
+    def _observe(self, engine: Engine, records: Sequence[ConsumerRecord[bytes, bytes]]) -> None:
+        now = _now()
+        for record in records:
+            try:
+                _, payload = decode(record.value or b"", EVENT_TYPES)
+            except EventDecodeError as exc:
+                log.warning("skipping undecodable sample record at offset %s: %s", record.offset, exc)
+                continue
+            if not isinstance(payload, SampleBatchV1):
+                continue
+            done = engine.observe(
+                node=payload.node,
+                at=payload.at,
+                samples=to_samples(node=payload.node, readings=payload.samples),
+                now=now,
+            )
+            self.evaluated += done
+            SAMPLES_EVALUATED.inc(done)
+            EVALUATION_LAG.set((now - payload.at).total_seconds())
+
+    async def _reload(self, runtime: ServiceRuntime, engine: Engine, *, version: int) -> int:
+        async with runtime.pool.acquire() as conn:
+            store = ConfigStore(conn)
+            if await store.version() == version:
+                return version
+            now = _now()
+            snap = await store.snapshot(default_receiver=self._settings.default_receiver, now=now)
+        engine.configure(rules=snap.rules, tree=snap.tree, silences=snap.silences, now=now)
+        log.info("evaluating %d rules (configuration version %d)", len(snap.rules), snap.version)
+        return snap.version
+
+    async def _signals(self, runtime: ServiceRuntime, engine: Engine) -> list[int]:
+        async with runtime.pool.acquire() as conn:
+            taken = await StateStore(conn).take_signals()
+        now = _now()
+        for _, signal in taken:
+            engine.signal(signal, now=now)
+        return [signal_id for signal_id, _ in taken]
+
+    async def _persist(self, runtime: ServiceRuntime, changes: Changes, signal_ids: list[int]) -> None:
+        if changes.empty() and not changes.notifications and not signal_ids:
+            return
+        async with runtime.uow() as uow:
+            store = StateStore(uow.conn)
+            new = await store.save(changes)
+            for change in changes.transitions:
+                await _emit(uow, change)
+            await store.done_signals(signal_ids)
+            await uow.commit()
+        for change in changes.transitions:
+            TRANSITIONS.labels(change.kind.value).inc()
+        if new:
+            self._on_notified()
+
+
+async def _emit(uow: UnitOfWork, change: Transition) -> None:
+    alert, tenant = change.alert, change.alert.labels.get("tenant")
+    severity = alert.labels.get("severity", "warning")
+    if change.kind is TransitionKind.FIRING:
+        fired = AlertFiredV1(
+            fingerprint=alert.fingerprint,
+            rule=change.rule,
+            severity=severity,
+            labels=alert.labels,
+            tenant_id=tenant,
+            starts_at=alert.starts_at,
+            value=alert.value,
+            summary=alert.annotations.get("summary", ""),
+        )
+        await uow.emit(fired, tenant=tenant)
+    elif change.kind is TransitionKind.RESOLVED:
+        resolved = AlertResolvedV1(
+            fingerprint=alert.fingerprint,
+            rule=change.rule,
+            severity=severity,
+            labels=alert.labels,
+            tenant_id=tenant,
+            ends_at=change.at,
+        )
+        await uow.emit(resolved, tenant=tenant)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
