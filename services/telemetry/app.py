@@ -1,13 +1,19 @@
-"""Composition root of the telemetry service: settings, runtime, consumers and routers."""
+"""Composition root of the telemetry aggregator: settings, runtime, consumers, loops and routers."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
 
 from libs.common.db import service_migrations
+from libs.common.events import topics
 from libs.common.http import create_service_app
-from libs.common.runtime import ServiceRuntime
+from libs.common.runtime import ConsumerSpec, ServiceRuntime
+from services.telemetry import api, api_live
+from services.telemetry.handlers import HANDLERS
+from services.telemetry.ingest import ingest_loop
+from services.telemetry.loops import allocation_loop, rollup_loop
 from services.telemetry.settings import TelemetrySettings
+from services.telemetry.state import TelemetryState
 
 __all__ = ["create_app"]
 
@@ -15,12 +21,25 @@ __all__ = ["create_app"]
 def create_app(settings: TelemetrySettings | None = None) -> FastAPI:
     """Build the telemetry app; nothing connects until the app's lifespan starts."""
     settings = settings or TelemetrySettings()
-    runtime = ServiceRuntime(settings=settings, migrations=service_migrations("telemetry"))
-    return create_service_app(
+    state = TelemetryState(settings=settings)
+    runtime = ServiceRuntime(
+        settings=settings,
+        migrations=service_migrations("telemetry"),
+        consumers=[ConsumerSpec("allocations", (topics.SCHEDULER,), HANDLERS)],
+        background=[
+            ("samples", ingest_loop(state)),
+            ("rollups", rollup_loop(state)),
+            ("allocation-labels", allocation_loop(state)),
+        ],
+    )
+    app = create_service_app(
         runtime=runtime,
         title="gpucloud telemetry",
         description=(
             "Per-second GPU metrics from NVML or the simulated fleet: live state, "
-            "rollups, Prometheus exposition and fault signals."
+            "rollups, Prometheus exposition, a live stream, hints and fault signals."
         ),
+        routers=[api.router, api_live.router],
     )
+    app.state.telemetry = state
+    return app

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from libs.common.settings import BaseServiceSettings
@@ -10,7 +14,7 @@ __all__ = ["TelemetrySettings"]
 
 
 class TelemetrySettings(BaseServiceSettings):
-    """Settings of the telemetry service."""
+    """Settings of the telemetry aggregator and of the node agent (one class: one env prefix)."""
 
     model_config = SettingsConfigDict(
         env_prefix="TELEMETRY_", extra="ignore", populate_by_name=True, frozen=True
@@ -18,3 +22,22 @@ class TelemetrySettings(BaseServiceSettings):
 
     service_name: str = "telemetry"
     http_port: int = 8003
+    # The node agent
+    agent_mode: Literal["auto", "nvml", "simulated"] = Field(
+        default="auto", description="auto: NVML if it initialises, else the simulated fleet."
+    )
+    fleet_file: Path | None = Field(default=None, description="Fleet YAML the simulated agent plays.")
+    sample_interval_s: float = Field(default=1.0, gt=0, le=60, description="Agent sampling period.")
+    agent_hostname: str | None = Field(default=None, description="NVML mode: node name (default: hostname).")
+    # The aggregator
+    rollup_interval_s: float = Field(default=60.0, ge=1, le=3600, description="Rollup window length.")
+    rollup_grace_s: float = Field(default=5.0, ge=0, description="Wait for late samples before a rollup.")
+    recent_samples: int = Field(default=300, ge=30, le=3600, description="Samples kept per allocated GPU.")
+    stream_refresh_s: float = Field(default=1.0, gt=0, le=60, description="SSE refresh period.")
+    allocation_refresh_s: float = Field(default=1.0, gt=0, description="Allocation label cache refresh.")
+    thermal_fault_margin_c: float = Field(
+        default=0.0, description="Thermal fault at (model slowdown temperature + margin)."
+    )
+    pcie_saturation_share: float = Field(default=0.9, gt=0, le=1, description="RX share of the link.")
+    pcie_saturation_samples: int = Field(default=5, ge=1, description="Consecutive samples to call it.")
+    sbe_burst: int = Field(default=10, ge=1, description="Single-bit ECC increase that is a fault.")

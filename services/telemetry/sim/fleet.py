@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import random
-import uuid
 from datetime import datetime
 
 from services.telemetry.gpu_models import GPU_MODELS
+from services.telemetry.ids import gpu_uuid
 from services.telemetry.metrics import GpuReading, XidEvent
 from services.telemetry.probe import GpuInfo, NodeDiscovery
 from services.telemetry.sim import faults
@@ -37,7 +37,14 @@ class SimFleet:
             rng = random.Random(f"{spec.seed}:{node.hostname}")  # per node: call order never changes values
             models = [GPU_MODELS[g.model] for g in node.gpus for _ in range(g.count)]
             gpus = [
-                SimGpu(uuid=_gpu_uuid(rng), node=node.hostname, index=i, spec=m, t=t0, rng=rng)
+                SimGpu(
+                    uuid=gpu_uuid(hostname=node.hostname, index=i),
+                    node=node.hostname,
+                    index=i,
+                    spec=m,
+                    t=t0,
+                    rng=rng,
+                )
                 for i, m in enumerate(models)
             ]
             self._nodes[node.hostname] = gpus
@@ -59,7 +66,7 @@ class SimFleet:
     def discovery(self, *, hostname: str) -> NodeDiscovery:
         """What NVML discovery would report for a node: NVLink all-to-all among NVLink-capable models."""
         gpus = self._nodes[hostname]
-        bus = {g.uuid: f"00000000:{0x18 + 0x10 * g.index:02X}:00.0" for g in gpus}
+        bus = {g.uuid: f"00000000:{0x18 + g.index:02X}:00.0" for g in gpus}  # as inventory's fleet files
         linked = [g for g in gpus if g.spec.mig_capable]  # SXM boards with NVSwitch in our table
         return NodeDiscovery(
             hostname=hostname,
@@ -155,10 +162,6 @@ class SimFleet:
         if gpu.oom:
             gpu.oom = False
             self.player.fail_gpu(gpu_uuid=gpu.uuid, now=now, reason="CUDA out of memory")
-
-
-def _gpu_uuid(rng: random.Random) -> str:
-    return f"GPU-{uuid.UUID(int=rng.getrandbits(128), version=4)}"
 
 
 def _workload_load(wl: SimWorkload, *, rng: random.Random) -> Load:

@@ -14,7 +14,11 @@ class GpuGroup(BaseModel):
 
     model_config = ConfigDict(frozen=True)
     model: str = Field(description="Key of GPU_MODELS, e.g. H100")
-    count: int = Field(ge=1, le=16, description="How many of them")
+    count: int = Field(ge=1, le=64, description="How many of them")
+    catalog_model: str | None = Field(
+        default=None, description="Inventory catalog name as the fleet file says"
+    )
+    mig: tuple[str, ...] = Field(default=(), description="MIG profiles from the fleet file, e.g. 3g.40gb@4")
 
     @field_validator("model")
     @classmethod
@@ -30,6 +34,7 @@ class NodeSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
     hostname: str = Field(min_length=1, description="Node hostname")
     gpus: tuple[GpuGroup, ...] = Field(min_length=1, description="GPU groups in index order")
+    labels: dict[str, str] = Field(default_factory=dict, description="zone, region, pool, edge")
 
 
 class FleetSpec(BaseModel):

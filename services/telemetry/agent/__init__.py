@@ -1,0 +1,1 @@
+"""The node agent: reads GPUs through a GpuProbe, plays workloads, publishes samples and reports."""

@@ -1,0 +1,238 @@
+"""The agent process: publish discovery, then every tick a SampleBatchV1 per node, faults and reports.
+
+Delivery: the agent has no Postgres, so there is no outbox. It publishes straight to the broker with
+acks=all and waits for every tick's sends. At-least-once still holds because nothing the agent says is
+a one-off: discovery is re-sent at every start, samples are re-read every second (a lost tick is
+replaced by the next), faults carry deterministic ids, and workload reports are re-derived on restart
+by replaying the scheduler topic (consumers apply them idempotently per placement).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from libs.common.bus.kafka import all_physical_topics, create_producer, ensure_topics, wait_for_broker
+from libs.common.events import (
+    EVENT_TYPES,
+    Envelope,
+    Event,
+    EventDecodeError,
+    decode,
+    encode,
+    envelop,
+    topic_of,
+)
+from libs.common.events import topics as t
+from libs.common.events.agent import SimFaultRequestedV1, WorkloadProfileSetV1
+from services.telemetry.agent.placements import PlacementBook
+from services.telemetry.agent.reports import lost_fault, node_discovered, sample_batch, xid_fault
+from services.telemetry.agent.setup import AgentSetup
+from services.telemetry.metrics import GpuLost
+from services.telemetry.settings import TelemetrySettings
+from services.telemetry.sim import FaultKind, UnknownGpu
+from services.telemetry.xid import XidCounter
+
+__all__ = ["NodeAgent", "utc_now"]
+
+log = logging.getLogger(__name__)
+SOURCE = "/gpucloud/telemetry-agent"
+
+
+def utc_now() -> datetime:
+    """The wall clock, in UTC."""
+    return datetime.now(UTC)
+
+
+class NodeAgent:
+    """One agent process over one or many nodes."""
+
+    def __init__(
+        self, *, settings: TelemetrySettings, setup: AgentSetup, clock: Callable[[], datetime] = utc_now
+    ) -> None:
+        self._s = settings
+        self._setup = setup
+        self._clock = clock
+        self._book = PlacementBook(runner=setup.runner, gpus=setup.gpus)
+        self._xids = XidCounter()
+        self._xid_totals: dict[str, int] = {}  # all codes together, per GPU: the sample's xid_count
+        self._lost: set[str] = set()
+        self._pending: list[asyncio.Future[Any]] = []
+        self._producer: AIOKafkaProducer | None = None
+        self.ticks = 0
+        self.slow_ticks = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until `stop` is set."""
+        s = self._s
+        await wait_for_broker(bootstrap=s.kafka_bootstrap_servers)
+        await ensure_topics(
+            bootstrap=s.kafka_bootstrap_servers,
+            topics=all_physical_topics(s.kafka_topic_prefix),
+            partitions=s.kafka_partitions,
+        )
+        self._producer = create_producer(bootstrap=s.kafka_bootstrap_servers, client_id="telemetry-agent")
+        consumer = self._consumer()
+        await self._producer.start()
+        await consumer.start()
+        try:
+            await self._catch_up(consumer)
+            await self._announce()
+            listener = asyncio.create_task(self._listen(consumer, stop))
+            try:
+                await self._ticks(stop)
+            finally:
+                listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await listener
+        finally:
+            await consumer.stop()
+            await self._producer.stop()
+            for probe in self._setup.probes.values():
+                await probe.close()
+
+    def _consumer(self) -> AIOKafkaConsumer:
+        # No group: every agent reads every partition (placements are filtered by GPU) from the start,
+        # which rebuilds its book of placements after a restart.
+        return AIOKafkaConsumer(
+            self._s.topic(t.SCHEDULER),
+            self._s.topic(t.NODE_AGENT),
+            bootstrap_servers=self._s.kafka_bootstrap_servers,
+            group_id=None,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+
+    async def _catch_up(self, consumer: AIOKafkaConsumer) -> None:
+        """Replay placements up to the current end before the first tick (commands from then are stale)."""
+        deadline = time.monotonic() + 30.0
+        while not consumer.assignment() and time.monotonic() < deadline:
+            await consumer.getmany(timeout_ms=100)
+        ends = await consumer.end_offsets(list(consumer.assignment()))
+        while time.monotonic() < deadline:
+            positions = {tp: await consumer.position(tp) for tp in ends}
+            if all(positions[tp] >= end for tp, end in ends.items()):
+                return
+            batches = await consumer.getmany(timeout_ms=200, max_records=1000)
+            for records in batches.values():
+                for record in records:
+                    self._apply(record.value, live=False)
+
+    async def _listen(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            batches = await consumer.getmany(timeout_ms=200, max_records=1000)
+            for records in batches.values():
+                for record in records:
+                    self._apply(record.value, live=True)
+
+    def _apply(self, raw: bytes | None, *, live: bool) -> None:
+        try:
+            envelope, event = decode(raw or b"", EVENT_TYPES)
+        except EventDecodeError:
+            return  # not ours to judge: the topic's real consumers dead-letter it
+        if isinstance(event, SimFaultRequestedV1 | WorkloadProfileSetV1):
+            if live:
+                self._command(event)
+            return
+        self._book.apply(event, at=envelope.time)
+
+    def _command(self, event: SimFaultRequestedV1 | WorkloadProfileSetV1) -> None:
+        fleet = self._setup.fleet
+        if isinstance(event, WorkloadProfileSetV1):
+            if self._setup.runner.set_profile(workload_id=event.workload_id, profile=event.profile):
+                log.info("workload %s now plays profile %s", event.workload_id, event.profile)
+            return
+        if fleet is None:
+            return
+        with contextlib.suppress(UnknownGpu):  # another agent's GPU
+            fleet.inject_fault(
+                gpu_uuid=event.gpu_uuid, fault=FaultKind(event.fault), now=self._clock(), xid=event.xid
+            )
+            log.info("injected %s (xid %s) on %s", event.fault, event.xid, event.gpu_uuid)
+
+    async def _announce(self) -> None:
+        for host, discovery in self._setup.discoveries.items():
+            self._send(
+                node_discovered(
+                    discovery=discovery,
+                    labels=self._setup.labels.get(host, {}),
+                    models=self._setup.models,
+                    mig=self._setup.mig,
+                    source=self._setup.source,
+                )
+            )
+        await self._flush()
+
+    async def _ticks(self, stop: asyncio.Event) -> None:
+        interval = self._s.sample_interval_s
+        next_at = time.monotonic()
+        while not stop.is_set():
+            started = time.monotonic()
+            await self.tick()
+            self.ticks += 1
+            next_at += interval
+            if started + interval < time.monotonic():
+                self.slow_ticks += 1
+                log.warning("tick took %.2fs (interval %.2fs)", time.monotonic() - started, interval)
+                next_at = time.monotonic()  # do not try to catch up: samples are about now
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=max(0.0, next_at - time.monotonic()))
+
+    async def tick(self) -> None:
+        """Advance workloads, read every node once and publish what was seen."""
+        now = self._clock()
+        for report in self._book.reports(now=now):
+            self._send(report)
+        allocations = self._book.allocations()
+        for host, probe in self._setup.probes.items():
+            readings = await probe.sample()
+            xids = await probe.poll_xids()
+            self._xids.record(xids)
+            for event in xids:
+                total = self._xid_totals.get(event.gpu_uuid, 0) + 1
+                self._xid_totals[event.gpu_uuid] = total
+                self._send(xid_fault(event, total=total))
+            for reading in readings:
+                self._track_loss(reading)
+            self._send(
+                sample_batch(
+                    node=host,
+                    at=now,
+                    readings=readings,
+                    models=self._setup.models,
+                    allocations=allocations,
+                    xid_totals=self._xid_totals,
+                )
+            )
+        await self._flush()
+
+    def _track_loss(self, reading: Any) -> None:
+        if isinstance(reading, GpuLost):
+            if reading.gpu_uuid not in self._lost:
+                self._lost.add(reading.gpu_uuid)
+                self._send(lost_fault(reading))
+        else:
+            self._lost.discard(reading.gpu_uuid)
+
+    def _send(self, payload: Event) -> None:
+        assert self._producer is not None
+        envelope: Envelope = envelop(payload, source=SOURCE)
+        future = asyncio.ensure_future(
+            self._producer.send(
+                self._s.topic(topic_of(payload)), value=encode(envelope), key=envelope.subject.encode()
+            )
+        )
+        self._pending.append(future)
+
+    async def _flush(self) -> None:
+        """Wait until every message of this tick is acknowledged by all in-sync replicas."""
+        pending, self._pending = self._pending, []
+        delivered = await asyncio.gather(*pending)
+        await asyncio.gather(*delivered)

@@ -1,0 +1,78 @@
+"""Read-side models and the tenant-scoped reads the routes share."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from fastapi import Request
+from pydantic import BaseModel, Field
+
+from libs.common.auth import Principal, tenant_filter
+from libs.common.events.telemetry import GpuMetrics
+from libs.common.runtime import ServiceRuntime
+from services.telemetry.hints import Hint
+from services.telemetry.live import LiveState
+from services.telemetry.state import TelemetryState
+
+__all__ = ["GpuHints", "HistoryWindow", "LatestSample", "WorkloadHints", "context", "visible_latest"]
+
+
+class LatestSample(GpuMetrics):
+    """A GPU's latest sample with where and when it was taken."""
+
+    node: str = Field(description="Hostname.")
+    at: datetime = Field(description="Sampling instant (UTC).")
+    fb_used_percent: float | None = Field(default=None, description="Framebuffer used, %.")
+
+
+class HistoryWindow(BaseModel):
+    """One rollup window of one GPU."""
+
+    window_start: datetime = Field(description="Start of the window (UTC).")
+    window_s: float = Field(description="Window length, seconds.")
+    node: str = Field(description="Hostname.")
+    model: str = Field(description="GPU model.")
+    samples: int = Field(description="Samples in the window.")
+    workload_id: str | None = Field(description="Workload allocated in the window.")
+    tenant_id: str | None = Field(description="Tenant allocated in the window.")
+    stats: dict[str, dict[str, float]] = Field(description="metric -> avg, max, p95.")
+
+
+class GpuHints(BaseModel):
+    """Hints for one GPU of a workload."""
+
+    gpu_uuid: str = Field(description="GPU.")
+    samples: int = Field(description="Recent samples the rules looked at.")
+    hints: list[Hint] = Field(description="Suggestions that apply (empty: none, or too few samples).")
+
+
+class WorkloadHints(BaseModel):
+    """The one-click-optimise suggestions for a running workload."""
+
+    workload_id: str = Field(description="Workload.")
+    gpus: list[GpuHints] = Field(description="Per GPU the workload holds.")
+
+
+def context(request: Request) -> tuple[ServiceRuntime, TelemetryState, LiveState]:
+    """The runtime, the shared state and the live store of the app serving this request."""
+    runtime: ServiceRuntime = request.app.state.runtime
+    state: TelemetryState = request.app.state.telemetry
+    return runtime, state, state.live(runtime)
+
+
+def latest(raw: dict[str, Any]) -> LatestSample:
+    """A stored sample as the API shows it."""
+    sample = LatestSample.model_validate(raw)
+    return sample.model_copy(update={"fb_used_percent": sample.fb_used_pct})
+
+
+async def visible_latest(
+    request: Request, caller: Principal, *, requested_tenant: str | None = None
+) -> list[dict[str, Any]]:
+    """Latest samples the caller may see: a tenant's allocated GPUs, or (admin) all or one tenant's."""
+    _, state, live = context(request)
+    tenant = tenant_filter(caller, requested_tenant)
+    if tenant is None:
+        return await live.all()
+    return await live.some(sorted(state.view.by_tenant.get(tenant, set())))
