@@ -1,12 +1,16 @@
-"""Composition root of the billing service: settings, runtime, consumers and routers."""
+"""Composition root of the billing service: settings, runtime, consumers, loops and routers."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
 
 from libs.common.db import service_migrations
+from libs.common.events import topics
 from libs.common.http import create_service_app
-from libs.common.runtime import ServiceRuntime
+from libs.common.runtime import ConsumerSpec, ServiceRuntime
+from services.billing import api, api_config
+from services.billing.handlers import build_handlers
+from services.billing.loops import background_tasks, metering_config
 from services.billing.settings import BillingSettings
 
 __all__ = ["create_app"]
@@ -15,7 +19,13 @@ __all__ = ["create_app"]
 def create_app(settings: BillingSettings | None = None) -> FastAPI:
     """Build the billing app; nothing connects until the app's lifespan starts."""
     settings = settings or BillingSettings()
-    runtime = ServiceRuntime(settings=settings, migrations=service_migrations("billing"))
+    handlers = build_handlers(metering=metering_config(settings), idle=settings.idle_policy)
+    runtime = ServiceRuntime(
+        settings=settings,
+        migrations=service_migrations("billing"),
+        consumers=[ConsumerSpec("main", (topics.SCHEDULER, topics.TELEMETRY_SAMPLES), handlers)],
+        background=background_tasks(settings),
+    )
     return create_service_app(
         runtime=runtime,
         title="gpucloud billing",
@@ -23,4 +33,5 @@ def create_app(settings: BillingSettings | None = None) -> FastAPI:
             "Metering, an append-only double-entry ledger, tags, per-project exports, "
             "budgets, idle reclaim and spot advice."
         ),
+        routers=[api.router, api_config.router],
     )

@@ -21,6 +21,7 @@ from services.billing.ledger import LedgerRow
 
 __all__ = [
     "COLUMNS",
+    "PARQUET_SCHEMA",
     "ByteSink",
     "ExportTotals",
     "rows_for_project",
@@ -56,6 +57,8 @@ _PARQUET_SCHEMA = pa.schema(
         ("reverses_entry_id", pa.string()),
     ]
 )
+
+PARQUET_SCHEMA = _PARQUET_SCHEMA  # public name for writers that build row groups from columns
 
 
 class ByteSink(Protocol):

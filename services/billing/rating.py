@@ -48,6 +48,7 @@ class EndReason(StrEnum):
     CANCELLED = "cancelled"
     PREEMPTED = "preempted"
     MIGRATED = "migrated"
+    RECLAIMED = "reclaimed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,6 +18,7 @@ __all__ = [
     "LifecycleFact",
     "Reconciliation",
     "allocations_from_facts",
+    "compare",
     "recompute",
     "reconcile",
 ]
@@ -99,6 +100,12 @@ def reconcile(
 ) -> Reconciliation:
     """Compare ledger balances per tenant project, and charge keys, with usage recomputed as of `as_of`."""
     lines = recompute(facts=facts, prices=prices, as_of=as_of, interval=interval)
+    return compare(lines=lines, entries=entries)
+
+
+def compare(*, lines: Iterable[ChargeLine], entries: Sequence[JournalEntry]) -> Reconciliation:
+    """Compare recomputed charge lines with ledger entries: balances per tenant project, and charge keys."""
+    lines = list(lines)
     expected: defaultdict[tuple[str, str], int] = defaultdict(int)
     for line in lines:
         expected[(line.tenant_id, line.project)] += line.amount_micro

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from libs.common.settings import BaseServiceSettings
+from services.billing.idle import IdlePolicy
 
 __all__ = ["BillingSettings"]
 
@@ -18,3 +22,35 @@ class BillingSettings(BaseServiceSettings):
 
     service_name: str = "billing"
     http_port: int = 8005
+    accrual_interval_s: float = Field(default=60.0, gt=0, description="How often open allocations accrue.")
+    accrual_batch: int = Field(default=200, ge=1, description="Allocations rated per accrual transaction.")
+    accrual_max_span_h: float = Field(
+        default=24.0,
+        gt=0,
+        description="Most hours one allocation is rated in one pass (catch-up is gradual).",
+    )
+    rating_interval_s: int = Field(default=60, ge=1, description="Charge-line grid, seconds.")
+    idle_threshold_pct: float = Field(default=5.0, ge=0, le=100, description="Below this SM util = idle.")
+    idle_after_s: float = Field(default=72 * 3600, gt=0, description="Idle time before the warning.")
+    idle_grace_s: float = Field(default=24 * 3600, ge=0, description="Time after the warning before release.")
+    idle_max_gap_s: float = Field(default=300, gt=0, description="A telemetry gap longer than this resets.")
+    usage_half_life_h: float = Field(default=168.0, gt=0, description="Fair-share decay half-life, hours.")
+    usage_publish_interval_s: float = Field(default=300.0, gt=0, description="UsageDecayedV1 period.")
+    export_dir: str | None = Field(default=None, description="Daily exports go here; unset disables them.")
+    export_check_interval_s: float = Field(default=3600.0, gt=0, description="Daily-export loop period.")
+    spot_window_days: int = Field(default=30, ge=1, le=366, description="History window of spot advice.")
+
+    @property
+    def rating_interval(self) -> timedelta:
+        """The charge-line grid."""
+        return timedelta(seconds=self.rating_interval_s)
+
+    @property
+    def idle_policy(self) -> IdlePolicy:
+        """The idle-reclaim policy these settings describe."""
+        return IdlePolicy(
+            threshold_pct=self.idle_threshold_pct,
+            idle_after=timedelta(seconds=self.idle_after_s),
+            grace=timedelta(seconds=self.idle_grace_s),
+            max_gap=timedelta(seconds=self.idle_max_gap_s),
+        )

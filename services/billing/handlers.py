@@ -1,0 +1,144 @@
+"""Event handlers: scheduler lifecycle facts into allocations and charges, telemetry rollups into idle reclaim."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+from datetime import datetime, timedelta
+
+from libs.common.bus.consumer import Handler, HandlerContext
+from libs.common.events import Event
+from libs.common.events.billing import IdleReclaimV1
+from libs.common.events.scheduler import WorkloadEndedV1, WorkloadMigratingV1, WorkloadPlacedV1
+from libs.common.events.telemetry import NodeRollupV1
+from services.billing.idle import IdleAction, IdlePolicy, UtilisationRollup, evaluate_idle
+from services.billing.metering import MeteringConfig, close_placement, open_placement
+from services.billing.placements import HeldDevice, Placement
+from services.billing.prices import PricingClass
+from services.billing.rating import EndReason
+from services.billing.store import PolicyStore, Store
+from services.billing.tags import RequiredTagPolicy, check_required, effective_tags
+
+__all__ = ["BillingHandlers", "build_handlers"]
+
+_MINUTE = timedelta(minutes=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BillingHandlers:
+    """The handlers, bound to the metering and idle configuration."""
+
+    metering: MeteringConfig
+    idle: IdlePolicy
+
+    async def placed(self, event: WorkloadPlacedV1, ctx: HandlerContext) -> None:
+        """Open the placement's allocations at the event's time; flag missing required tags."""
+        at = ctx.envelope.time
+        policies = PolicyStore(ctx.uow.conn)
+        tags = effective_tags(
+            tenant_defaults=await policies.tenant_tags(event.tenant_id), workload_tags=event.tags
+        )
+        required = await policies.required(event.tenant_id)
+        violation = check_required(
+            policy=RequiredTagPolicy(tenant_id=event.tenant_id, required=required),
+            workload_id=event.workload_id,
+            tags=tags,
+        )
+        if violation is not None:
+            await policies.flag(
+                workload_id=event.workload_id, placement_id=event.placement_id, tenant_id=event.tenant_id,
+                missing=violation.missing, at=at,
+            )  # fmt: skip
+        placement = Placement(
+            placement_id=event.placement_id,
+            workload_id=event.workload_id,
+            tenant_id=event.tenant_id,
+            pricing_class=PricingClass(event.pricing_class),
+            tags=tags,
+            devices=tuple(
+                HeldDevice(model=a.model, units=a.units, profile=a.profile) for a in event.allocations
+            ),
+        )
+        await open_placement(
+            ctx.uow,
+            placement=placement,
+            kind=event.kind,
+            at=at,
+            event_id=ctx.envelope.id,
+            config=self.metering,
+        )
+
+    async def ended(self, event: WorkloadEndedV1, ctx: HandlerContext) -> None:
+        """Close the placement at the event's time and post its final charges."""
+        await close_placement(
+            ctx.uow, placement_id=event.placement_id, at=ctx.envelope.time, reason=EndReason(event.outcome),
+            event_id=ctx.envelope.id, config=self.metering,
+        )  # fmt: skip
+
+    async def migrating(self, event: WorkloadMigratingV1, ctx: HandlerContext) -> None:
+        """Close the placement being left; the new one is charged from its own placed event."""
+        await close_placement(
+            ctx.uow, placement_id=event.from_placement_id, at=ctx.envelope.time, reason=EndReason.MIGRATED,
+            event_id=ctx.envelope.id, config=self.metering,
+        )  # fmt: skip
+
+    async def rollup(self, event: NodeRollupV1, ctx: HandlerContext) -> None:
+        """Fold one minute of per-GPU utilisation into each running instance's idle state."""
+        busiest: dict[str, float] = {}
+        for gpu in event.gpus:
+            util = gpu.sm_util_max if gpu.sm_util_max is not None else gpu.sm_util_avg
+            if gpu.workload_id is None or util is None or gpu.samples == 0:
+                continue  # no evidence either way
+            busiest[gpu.workload_id] = max(util, busiest.get(gpu.workload_id, 0.0))
+        for workload_id, util in sorted(busiest.items()):
+            await self._observe(
+                ctx, workload_id=workload_id, window=(event.minute, event.minute + _MINUTE), util=util
+            )
+
+    async def _observe(
+        self, ctx: HandlerContext, *, workload_id: str, window: tuple[datetime, datetime], util: float
+    ) -> None:
+        store = Store(ctx.uow.conn)
+        known = await store.open_workload(workload_id)
+        if known is None or known[1] != "instance":
+            return  # only running instances are reclaimed; jobs end by themselves
+        tenant_id = known[0]
+        start, end = window
+        decision = evaluate_idle(
+            state=await store.idle_state(workload_id),
+            rollups=[UtilisationRollup(start=start, end=end, max_gpu_util_pct=util)],
+            policy=self.idle,
+            now=end,
+        )
+        await store.save_idle(workload_id=workload_id, tenant_id=tenant_id, state=decision.state)
+        state = decision.state
+        idle_h = _idle_hours(state.idle_since, state.observed_until)
+        for action in decision.actions:
+            stage: Literal["warning", "release_requested"] = (
+                "warning" if action is IdleAction.WARN else "release_requested"
+            )
+            await store.record_idle_action(
+                workload_id=workload_id, tenant_id=tenant_id, stage=stage, idle_hours=idle_h, at=end
+            )
+            await ctx.uow.emit(
+                IdleReclaimV1(tenant_id=tenant_id, workload_id=workload_id, stage=stage, idle_hours=idle_h),
+                tenant=tenant_id,
+            )
+
+
+def _idle_hours(since: datetime | None, until: datetime | None) -> float:
+    if since is None or until is None:
+        return 0.0
+    return round((until - since).total_seconds() / 3600, 4)
+
+
+def build_handlers(*, metering: MeteringConfig, idle: IdlePolicy) -> Mapping[type[Event], Handler]:
+    """HANDLERS for the billing consumer."""
+    h = BillingHandlers(metering=metering, idle=idle)
+    return {
+        WorkloadPlacedV1: h.placed,
+        WorkloadEndedV1: h.ended,
+        WorkloadMigratingV1: h.migrating,
+        NodeRollupV1: h.rollup,
+    }

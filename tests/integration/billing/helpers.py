@@ -1,0 +1,69 @@
+"""Builders and probes shared by the billing integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from decimal import Decimal
+from fractions import Fraction
+
+import asyncpg
+
+from libs.common.events import Envelope, envelop
+from libs.common.events.scheduler import AllocationItem, WorkloadEndedV1, WorkloadPlacedV1
+from tests.integration.support import Isolation
+
+
+def placed(
+    placement_id: str, *, at: datetime, tenant: str = "acme", project: str = "vision", model: str = "A100-80GB",
+    units: str = "8", gpus: int = 1, profile: str | None = None, pricing_class: str = "on_demand",
+    kind: str = "job", tags: dict[str, str] | None = None,
+) -> Envelope:  # fmt: skip
+    items = [
+        AllocationItem(
+            gpu_uuid=f"GPU-{placement_id}-{i}",
+            partition_id="p0" if profile else None,
+            units=Decimal(units),
+            model=model,
+            profile=profile,
+        )  # fmt: skip
+        for i in range(gpus)
+    ]
+    payload = WorkloadPlacedV1(
+        workload_id=f"wl-{placement_id}", tenant_id=tenant, placement_id=placement_id, node="node-1",
+        allocations=items, kind=kind,  # type: ignore[arg-type]
+        pricing_class=pricing_class,  # type: ignore[arg-type]
+        tags={"project": project, **(tags or {})},
+    )  # fmt: skip
+    return envelop(payload, source="test", tenant=tenant, time=at)
+
+
+def ended(placement_id: str, *, at: datetime, tenant: str = "acme", outcome: str = "completed") -> Envelope:
+    payload = WorkloadEndedV1(
+        workload_id=f"wl-{placement_id}", tenant_id=tenant, placement_id=placement_id,
+        outcome=outcome,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return envelop(payload, source="test", tenant=tenant, time=at)
+
+
+def expected_micro(*, units: int, seconds: Sequence[int], micro_per_unit_hour: int) -> int:
+    """The documented rule, computed independently: each grid cell rounded half-even once."""
+    return sum(round(Fraction(units * s, 3600) * micro_per_unit_hour) for s in seconds)
+
+
+async def fetchval(iso: Isolation, sql: str, *args: object) -> object:
+    conn = await asyncpg.connect(
+        iso.infra.database_url, server_settings={"search_path": iso.schema("billing")}
+    )
+    try:
+        return await conn.fetchval(sql, *args)
+    finally:
+        await conn.close()
+
+
+async def ledger_total(iso: Isolation, tenant: str, project: str) -> int:
+    value = await fetchval(
+        iso, "SELECT coalesce(sum(amount_micro), 0) FROM journal_entries WHERE tenant_id = $1 AND project = $2",
+        tenant, project,
+    )  # fmt: skip
+    return int(value)  # type: ignore[call-overload]

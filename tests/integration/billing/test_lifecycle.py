@@ -1,0 +1,123 @@
+"""A workload lifecycle through the real broker and Postgres: exact charges, no double charge, exports."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta
+
+import pyarrow.parquet as pq
+
+from libs.common.events import envelop, topics
+from libs.common.events.scheduler import WorkloadMigratingV1
+from services.billing.app import create_app
+from services.billing.settings import BillingSettings
+from tests.integration.billing.helpers import ended, expected_micro, fetchval, ledger_total, placed
+from tests.integration.bus_fixtures import publish
+from tests.integration.support import (
+    ADMIN_HEADERS,
+    Isolation,
+    eventually,
+    key_works,
+    provision_tenant,
+    running,
+)
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+A100_OD, MIG_SPOT, L4_SPOT, DEFAULT_OD = 500_000, 300_000, 240_000, 650_000  # seeded micro per unit-hour
+
+
+def _lifecycle() -> list:  # type: ignore[type-arg]
+    migrate = WorkloadMigratingV1(
+        workload_id="wl-p2a", tenant_id="acme", from_placement_id="p2a", to_placement_id="p2b"
+    )
+    return [
+        placed("p1", at=T0, gpus=2, tags={"team": "cv"}),
+        placed("p2a", at=T0, project="nlp", profile="1g.10gb", units="1", pricing_class="spot"),
+        placed("p3", at=T0, project="nlp", model="Z9000", units="2"),
+        envelop(migrate, source="test", tenant="acme", time=T0 + timedelta(minutes=10)),
+        placed(
+            "p2b", at=T0 + timedelta(minutes=10), project="nlp", model="L4", units="4", pricing_class="spot"
+        ),
+        ended("p3", at=T0 + timedelta(minutes=5)),
+        ended("p2b", at=T0 + timedelta(minutes=20), outcome="preempted"),
+        ended("p1", at=T0 + timedelta(minutes=90, seconds=30)),
+    ]
+
+
+EXPECTED_VISION = expected_micro(units=16, seconds=[60] * 90 + [30], micro_per_unit_hour=A100_OD)
+EXPECTED_NLP = (
+    expected_micro(units=1, seconds=[60] * 10, micro_per_unit_hour=MIG_SPOT)
+    + expected_micro(units=4, seconds=[60] * 10, micro_per_unit_hour=L4_SPOT)
+    + expected_micro(units=2, seconds=[60] * 5, micro_per_unit_hour=DEFAULT_OD)
+)
+ENTRIES = 91 + 10 + 10 + 5
+
+
+async def _settled(iso: Isolation) -> bool:
+    closed = await fetchval(iso, "SELECT count(*) FROM allocations WHERE status = 'closed'")
+    entries = await fetchval(iso, "SELECT count(*) FROM journal_entries")
+    return closed == 4 and entries == ENTRIES
+
+
+async def test_lifecycle_is_charged_exactly_once_however_often_its_events_arrive(
+    isolation: Isolation,
+) -> None:
+    settings = isolation.settings(BillingSettings, "billing", accrual_interval_s=3600)
+    async with running(create_app(settings)) as client:
+        acme = await provision_tenant(isolation, "acme")
+        globex = await provision_tenant(isolation, "globex")
+        events = _lifecycle()
+        await publish(
+            isolation, [e for e in events for _ in range(2)], topic=topics.SCHEDULER
+        )  # same ids twice
+        await eventually(lambda: _settled(isolation), timeout=45, what="lifecycle charged")
+        republished = [e.model_copy(update={"id": f"{e.id[:-4]}ffff"}) for e in events]  # new ids, same facts
+        await publish(isolation, republished, topic=topics.SCHEDULER)
+        await eventually(
+            lambda: _inbox_has(isolation, 2 * len(events)), timeout=30, what="republished events consumed"
+        )
+        assert await _settled(isolation)
+        assert await ledger_total(isolation, "acme", "vision") == EXPECTED_VISION
+        assert await ledger_total(isolation, "acme", "nlp") == EXPECTED_NLP
+
+        recon = await client.get("/v1/admin/reconciliation", headers=ADMIN_HEADERS)
+        assert recon.json() == {"equal": True, "differences": [], "missing_keys": [], "unexpected_keys": []}
+
+        await eventually(lambda: key_works(client, acme, "/v1/balances"), what="tenant key replicated")
+        await eventually(lambda: key_works(client, globex, "/v1/balances"), what="second key replicated")
+        own = (await client.get("/v1/balances", headers={"X-API-Key": acme})).json()
+        assert {(b["project"], b["balance_micro"]) for b in own} == {
+            ("vision", EXPECTED_VISION),
+            ("nlp", EXPECTED_NLP),
+        }
+        assert (await client.get("/v1/balances", headers={"X-API-Key": globex})).json() == []
+        spying = await client.get("/v1/charges?tenant_id=acme", headers={"X-API-Key": globex})
+        assert spying.status_code == 403
+
+        parquet = await client.get(
+            "/v1/exports/vision?format=parquet&start=2025-03-01T00:00:00Z&end=2025-03-02T00:00:00Z",
+            headers={"X-API-Key": acme},
+        )
+        table = pq.read_table(io.BytesIO(parquet.content))
+        debit = sum(table.column("debit_micro").to_pylist())
+        assert debit == sum(table.column("credit_micro").to_pylist()) == EXPECTED_VISION
+        assert table.num_rows == 2 * 91 == int(parquet.headers["x-export-rows"])
+        assert int(parquet.headers["x-export-debit-micro"]) == debit
+
+        by_team = (await client.get("/v1/costs?group_by=team", headers={"X-API-Key": acme})).json()
+        assert {g["key"]: g["amount_micro"] for g in by_team["groups"]} == {
+            "cv": EXPECTED_VISION,
+            "(untagged)": EXPECTED_NLP,
+        }
+        bad = await client.get("/v1/costs?group_by=colour", headers={"X-API-Key": acme})
+        assert bad.status_code == 422 and bad.json()["error"]["field"] == "group_by"
+        backwards = await client.get(
+            "/v1/exports/vision?start=2025-03-02T00:00:00Z&end=2025-03-01T00:00:00Z",
+            headers={"X-API-Key": acme},
+        )
+        assert backwards.status_code == 422 and backwards.json()["error"]["field"] == "end"
+
+
+async def _inbox_has(iso: Isolation, n: int) -> bool:
+    count = await fetchval(iso, "SELECT count(*) FROM inbox WHERE topic = $1", topics.SCHEDULER)
+    return count == n
