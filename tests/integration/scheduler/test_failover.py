@@ -1,0 +1,118 @@
+"""Two real scheduler processes on one schema: SIGKILL the active placer mid-stream of submissions."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import httpx
+
+from libs.common.events.scheduler import WorkloadPlacedV1
+from tests.integration.scheduler.helpers import register_gpus, scheduler_reader, spec
+from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
+
+WORKLOADS = 40
+KILL_AFTER = 15
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(iso: Isolation, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": iso.infra.kafka,
+        "KAFKA_TOPIC_PREFIX": iso.topic_prefix,
+        "DATABASE_URL": iso.infra.database_url,
+        "DB_SCHEMA": iso.schema("scheduler"),
+        "REDIS_URL": iso.infra.redis_url,
+        "REDIS_PREFIX": iso.redis_prefix,
+        "SCHEDULER_HTTP_PORT": str(port),
+        "SCHEDULER_PASS_INTERVAL_S": "0.2",
+        "OUTBOX_POLL_INTERVAL_S": "0.2",
+        "LOG_JSON": "false",
+    }
+    with log.open("wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "services.scheduler"], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+async def _is_placer(client: httpx.AsyncClient) -> bool:
+    try:
+        response = await client.get("/v1/admin/queues", headers=ADMIN_HEADERS)
+    except httpx.TransportError:
+        return False
+    return response.status_code == 200 and bool(response.json()["placer_here"])
+
+
+async def _answers(client: httpx.AsyncClient) -> bool:
+    try:
+        return (await client.get("/healthz")).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+async def test_killed_placer_is_replaced_and_every_workload_is_placed_exactly_once(
+    isolation: Isolation, tmp_path: Path
+) -> None:
+    ports = (_free_port(), _free_port())
+    leader = _start(isolation, ports[0], tmp_path / "a.log")
+    standby: subprocess.Popen[bytes] | None = None
+    try:
+        async with (
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{ports[0]}", timeout=10) as a,
+            httpx.AsyncClient(base_url=f"http://127.0.0.1:{ports[1]}", timeout=10) as b,
+            scheduler_reader(isolation) as reader,
+        ):
+            await eventually(lambda: _is_placer(a), timeout=60, interval=0.2, what="first replica leads")
+            standby = _start(isolation, ports[1], tmp_path / "b.log")
+            await eventually(lambda: _answers(b), timeout=60, interval=0.2, what="second replica up")
+            assert not await _is_placer(b)
+            created = await b.post("/v1/admin/tenants", json={"tenant_id": "acme", "name": "Acme"}, headers=ADMIN_HEADERS)
+            headers = {"X-API-Key": created.json()["key"]["api_key"]}
+            for node in range(6):
+                await register_gpus(isolation, node=f"node-{node}", count=8)
+
+            ids: list[str] = []
+            killed_at = 0.0
+            for i in range(WORKLOADS):
+                response = await b.post("/v1/workloads", json=spec(count=1), headers=headers)
+                assert response.status_code == 201, response.text
+                ids.append(response.json()["workload_id"])
+                if i == KILL_AFTER:
+                    await reader.wait_for(lambda evs: any(isinstance(p, WorkloadPlacedV1) for _, p in evs), timeout=30)
+                    leader.send_signal(signal.SIGKILL)
+                    leader.wait(timeout=10)
+                    killed_at = time.monotonic()
+
+            await eventually(lambda: _is_placer(b), timeout=20, interval=0.1, what="standby takes over")
+            takeover_s = time.monotonic() - killed_at
+            events = await reader.wait_for(
+                lambda evs: {p.workload_id for _, p in evs if isinstance(p, WorkloadPlacedV1)} >= set(ids),
+                timeout=60,
+                what="every workload placed",
+            )
+    finally:
+        for proc in (leader, standby):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    placements: dict[str, set[str]] = defaultdict(set)
+    event_ids: dict[str, set[str]] = defaultdict(set)
+    for env, payload in events:
+        if isinstance(payload, WorkloadPlacedV1):
+            placements[payload.workload_id].add(payload.placement_id)
+            event_ids[payload.workload_id].add(env.id)
+    assert set(placements) == set(ids), "no placement lost"
+    assert all(len(p) == 1 for p in placements.values()), "no workload placed twice"
+    assert all(len(e) == 1 for e in event_ids.values()), "no second placement event for a workload"
+    assert takeover_s < 10, f"standby took {takeover_s:.1f}s to take over"
