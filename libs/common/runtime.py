@@ -205,6 +205,7 @@ class ServiceRuntime:
                 group_id=s.group_id(spec.name),
                 topics=[s.topic(t) for t in spec.topics],
                 client_id=f"{s.service_name}.{spec.name}",
+                fetch_max_wait_ms=s.kafka_fetch_max_wait_ms,
             )
             await consumer.start()
             runner = ConsumerRunner(

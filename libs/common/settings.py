@@ -35,6 +35,13 @@ class BaseServiceSettings(BaseSettings):
         default="", alias="KAFKA_TOPIC_PREFIX", description="Prepended to every topic and group id."
     )
     kafka_partitions: int = Field(default=3, ge=1, le=256, alias="KAFKA_PARTITIONS")
+    kafka_fetch_max_wait_ms: int = Field(
+        default=25,
+        ge=1,
+        le=10000,
+        alias="KAFKA_FETCH_MAX_WAIT_MS",
+        description="Fetch long-poll; keep short on the embedded broker, which always waits it out.",
+    )
     database_url: str = Field(default="postgresql://postgres@127.0.0.1:5432/postgres", alias="DATABASE_URL")
     db_schema: str = Field(default="", alias="DB_SCHEMA", description="Defaults to the service name.")
     db_pool_max: int = Field(default=10, ge=1, le=200, alias="DB_POOL_MAX")

@@ -138,7 +138,7 @@ async def test_failing_handler_sends_event_to_dlq_and_partition_keeps_flowing(is
         assert headers["dlq.attempts"] == b"3"
     conn = await asyncpg.connect(isolation.infra.database_url, server_settings={"search_path": schema})
     try:
-        status = await conn.fetchval("SELECT status FROM inbox WHERE event_id = $1::uuid", envelopes[0].id)
+        status = await conn.fetchval("SELECT status FROM inbox WHERE event_id = $1", envelopes[0].id)
         dead = await conn.fetchval("SELECT count(*) FROM dead_letters")
     finally:
         await conn.close()

@@ -65,10 +65,19 @@ _CLAIM = (
     "INSERT INTO inbox (consumer, event_id, topic, status) VALUES ($1, $2, $3, $4) "
     "ON CONFLICT DO NOTHING RETURNING 1"
 )
+_CLAIM_MANY = (
+    "INSERT INTO inbox (consumer, event_id, topic, status) "
+    "SELECT $1, id, t, 'applied' FROM unnest($2::text[], $3::text[]) AS u(id, t) "
+    "ON CONFLICT DO NOTHING RETURNING event_id"
+)
 _DEAD = (
     'INSERT INTO dead_letters (consumer, topic, partition, "offset", event_id, event_type, error, attempts) '
     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 )
+
+
+class _DuplicateInBatch(Exception):
+    """The batch holds one event id twice; the event-by-event path handles it."""
 
 
 @dataclass(slots=True)
@@ -146,7 +155,11 @@ class ConsumerRunner:
             return not todo and not undecodable
         try:
             async with self._uow_factory() as uow:
-                results = [await self._claim_and_handle(item, uow) for item in todo]
+                claimed = await self._claim_many(todo, uow)
+                results = [item.envelope.id in claimed for item in todo]  # type: ignore[union-attr]
+                for item, fresh in zip(todo, results, strict=True):
+                    if fresh:
+                        await self._handle(item, uow)
                 await uow.commit()
         except Exception as exc:
             log.info("batch of %d failed (%s); retrying event by event", len(todo), exc)
@@ -184,12 +197,26 @@ class ConsumerRunner:
                     await asyncio.sleep(self._retry.delay(attempt, self._rng))
         await self._dead_letter(item, error, attempts=max(item.failures, self._retry.max_attempts))
 
+    async def _claim_many(self, items: list[_Item], uow: UnitOfWork) -> set[str]:
+        """Record every event id of the batch in the inbox at once; returns the ids not seen before."""
+        ids = [item.envelope.id for item in items if item.envelope is not None]
+        # A batch can carry the same event twice (a republished duplicate): only its first copy is fresh.
+        if len(set(ids)) != len(ids):
+            raise _DuplicateInBatch
+        rows = await uow.conn.fetch(_CLAIM_MANY, self.name, ids, [item.logical_topic for item in items])
+        return {row["event_id"] for row in rows}
+
     async def _claim_and_handle(self, item: _Item, uow: UnitOfWork) -> bool:
         assert item.envelope is not None
-        assert item.handler is not None
         claimed = await uow.conn.fetchval(_CLAIM, self.name, item.envelope.id, item.logical_topic, "applied")
         if not claimed:
             return False
+        await self._handle(item, uow)
+        return True
+
+    async def _handle(self, item: _Item, uow: UnitOfWork) -> None:
+        assert item.envelope is not None
+        assert item.handler is not None
         traceparent = item.envelope.traceparent or traceparent_from_headers(item.record.headers)
         with (
             self._count_failure(item),
@@ -204,7 +231,6 @@ class ConsumerRunner:
             ),
         ):
             await item.handler(item.payload, HandlerContext(envelope=item.envelope, uow=uow))
-        return True
 
     @contextmanager
     def _count_failure(self, item: _Item) -> Iterator[None]:

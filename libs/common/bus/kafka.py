@@ -37,9 +37,14 @@ def create_producer(*, bootstrap: str, client_id: str) -> AIOKafkaProducer:
 
 
 def create_consumer(
-    *, bootstrap: str, group_id: str, topics: Iterable[str], client_id: str
+    *, bootstrap: str, group_id: str, topics: Iterable[str], client_id: str, fetch_max_wait_ms: int = 25
 ) -> AIOKafkaConsumer:
-    """A group consumer that never auto-commits: offsets move only after the handler's transaction."""
+    """A group consumer that never auto-commits: offsets move only after the handler's transaction.
+
+    ``fetch_max_wait_ms`` is short by default because the embedded broker holds every fetch for the
+    whole wait even when data arrives (Apache Kafka answers as soon as data is there); with a real
+    Kafka, raise it (KAFKA_FETCH_MAX_WAIT_MS=500) to spare idle polling.
+    """
     return AIOKafkaConsumer(
         *topics,
         bootstrap_servers=bootstrap,
@@ -48,7 +53,7 @@ def create_consumer(
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         max_poll_records=500,
-        fetch_max_wait_ms=100,
+        fetch_max_wait_ms=fetch_max_wait_ms,
         session_timeout_ms=10000,
         heartbeat_interval_ms=1000,
         max_poll_interval_ms=300000,

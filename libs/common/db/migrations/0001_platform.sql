@@ -15,7 +15,7 @@ CREATE INDEX IF NOT EXISTS outbox_unsent ON outbox (seq) WHERE sent_at IS NULL;
 
 CREATE TABLE IF NOT EXISTS inbox (
     consumer     text        NOT NULL,
-    event_id     uuid        NOT NULL,
+    event_id     text        NOT NULL,
     topic        text        NOT NULL,
     status       text        NOT NULL DEFAULT 'applied',  -- applied | dead_lettered
     processed_at timestamptz NOT NULL DEFAULT now(),

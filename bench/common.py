@@ -1,0 +1,55 @@
+"""Helpers shared by the benchmarks: result lines, percentiles, a throwaway environment."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["BenchEnv", "emit", "percentile"]
+
+
+def emit(bench: str, metric: str, value: float, unit: str, **extra: object) -> None:
+    """Print one result line: {"bench", "metric", "value", "unit", ...}."""
+    line = {"bench": bench, "metric": metric, "value": round(value, 4), "unit": unit, **extra}
+    print(json.dumps(line), flush=True)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100) of a non-empty sequence."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass(frozen=True)
+class BenchEnv:
+    """Where a benchmark runs: the real Postgres and Redis, and names nobody else uses."""
+
+    token: str
+    database_url: str
+    redis_url: str
+
+    @classmethod
+    def create(cls) -> BenchEnv:
+        return cls(
+            token=secrets.token_hex(3),
+            database_url=os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
+            redis_url=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+        )
+
+    def schema(self, name: str) -> str:
+        return f"bench{self.token}_{name}"
+
+    @property
+    def topic_prefix(self) -> str:
+        return f"bench{self.token}."
+
+
+def log(message: str) -> None:
+    """Progress on stderr, so stdout holds only result lines."""
+    print(message, file=sys.stderr, flush=True)
