@@ -13,6 +13,7 @@ __all__ = [
     "SCHEDULER",
     "TELEMETRY_FAULTS",
     "TELEMETRY_SAMPLES",
+    "TOPIC_ROLES",
     "dlq",
 ]
 
@@ -37,6 +38,20 @@ ALL_TOPICS: tuple[str, ...] = (
     BILLING,
     RECOVERY,
 )
+
+
+#: Who writes and who reads each topic, and what its messages are keyed by (for the catalogue).
+TOPIC_ROLES: dict[str, tuple[str, str, str]] = {
+    PLATFORM: ("scheduler (tenant admin API)", "every service (local auth tables)", "tenant id"),
+    INVENTORY: ("inventory", "scheduler", "GPU uuid or node"),
+    SCHEDULER: ("scheduler", "inventory, telemetry agent, billing, recovery", "workload id"),
+    NODE_AGENT: ("telemetry node agent", "inventory, scheduler, recovery", "node or workload id"),
+    TELEMETRY_SAMPLES: ("telemetry node agent, telemetry", "telemetry, alerting, billing, recovery", "node"),
+    TELEMETRY_FAULTS: ("telemetry node agent, telemetry", "alerting, recovery", "GPU uuid or node"),
+    ALERTING: ("alerting", "recovery", "alert fingerprint"),
+    BILLING: ("billing", "scheduler, alerting", "tenant/project, workload or tenant"),
+    RECOVERY: ("recovery", "inventory, scheduler, alerting", "incident id"),
+}
 
 
 def dlq(topic: str) -> str:
