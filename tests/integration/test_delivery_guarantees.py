@@ -169,6 +169,8 @@ async def test_relay_killed_after_publishing_republishes_and_consumer_dedupes(is
         assert await relay.publish_batch() == 200
         await producer.stop()
         assert await relay.backlog() == 0
+        pruner = OutboxRelay(pool=pool, producer=producer, service="test", schema=schema, retention_s=0)
+        assert await pruner.prune() == 200  # sent rows past the retention are dropped, unsent ones never
     finally:
         await pool.close()
 

@@ -44,6 +44,7 @@ class OutboxRelay:
         batch_size: int = 500,
         poll_interval_s: float = 0.5,
         retention_s: float = 3600.0,
+        housekeeping_interval_s: float = 5.0,
     ) -> None:
         self._pool = pool
         self._producer = producer
@@ -53,6 +54,7 @@ class OutboxRelay:
         self._batch_size = batch_size
         self._poll_interval_s = poll_interval_s
         self._retention_s = retention_s
+        self._housekeeping_interval_s = housekeeping_interval_s
         self._wake = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -60,7 +62,12 @@ class OutboxRelay:
         listener = await self._pool.acquire()
         await listener.add_listener("gpucloud_outbox", self._on_notify)
         try:
+            housekeeping_at = 0.0
             while not stop.is_set():
+                now = asyncio.get_running_loop().time()
+                if now >= housekeeping_at:
+                    housekeeping_at = now + self._housekeeping_interval_s
+                    await self._housekeeping()
                 try:
                     sent = await self.publish_batch()
                 except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
@@ -94,6 +101,14 @@ class OutboxRelay:
         """Delete rows sent longer ago than the retention; returns how many."""
         result = await self._pool.execute(_PRUNE, self._retention_s)
         return int(result.split()[-1])
+
+    async def _housekeeping(self) -> None:
+        """Refresh the backlog gauge and drop rows sent longer ago than the retention."""
+        try:
+            await self.backlog()
+            await self.prune()
+        except (OSError, asyncpg.PostgresError) as exc:
+            log.warning("outbox housekeeping failed: %s", exc)
 
     @property
     def _lock_key(self) -> str:
