@@ -17,10 +17,14 @@ UPDATE notifications n
    SET lease_until = now() + make_interval(secs => $2),
        first_attempt_at = COALESCE(n.first_attempt_at, now())
  WHERE n.id IN (
-       SELECT id FROM notifications
-        WHERE status = 'pending' AND next_attempt_at <= now()
-          AND (lease_until IS NULL OR lease_until < now())
-        ORDER BY next_attempt_at
+       SELECT p.id FROM notifications p
+        WHERE p.status = 'pending' AND p.next_attempt_at <= now()
+          AND (p.lease_until IS NULL OR p.lease_until < now())
+          -- one group's notifications go out in order: a resolve never overtakes its trigger
+          AND NOT EXISTS (SELECT 1 FROM notifications o
+                           WHERE o.group_key = p.group_key AND o.status = 'pending'
+                             AND (o.created_at, o.id) < (p.created_at, p.id))
+        ORDER BY p.next_attempt_at
         LIMIT $1
           FOR UPDATE SKIP LOCKED)
 RETURNING n.id, n.receiver, n.payload, n.attempts, n.first_attempt_at

@@ -52,6 +52,7 @@ class Evaluator:
         self._on_notified = on_notified
         self.evaluated = 0
         self.leading = False
+        self.rule_names: frozenset[str] = frozenset()
 
     async def run(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         """Wait to become the evaluator, then evaluate until `stop`."""
@@ -143,6 +144,7 @@ class Evaluator:
             now = _now()
             snap = await store.snapshot(default_receiver=self._settings.default_receiver, now=now)
         engine.configure(rules=snap.rules, tree=snap.tree, silences=snap.silences, now=now)
+        self.rule_names = frozenset(r.name for r in snap.rules)
         log.info("evaluating %d rules (configuration version %d)", len(snap.rules), snap.version)
         return snap.version
 

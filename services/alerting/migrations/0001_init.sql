@@ -93,6 +93,8 @@ CREATE TABLE IF NOT EXISTS notifications (
     last_error       text
 );
 CREATE INDEX IF NOT EXISTS notifications_due ON notifications (next_attempt_at) WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS notifications_pending_by_group ON notifications (group_key, created_at)
+    WHERE status = 'pending';
 
 CREATE TABLE IF NOT EXISTS notification_alerts (
     notification_id text NOT NULL REFERENCES notifications (id) ON DELETE CASCADE,
