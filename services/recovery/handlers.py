@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from libs.common.bus.consumer import Handler, HandlerContext
 from libs.common.db.uow import UnitOfWork
@@ -18,7 +18,7 @@ from libs.common.events.telemetry import FaultSignaledV1
 from services.recovery import metrics
 from services.recovery.catalog import Action, FaultCatalog
 from services.recovery.classify import FaultSignal, classify
-from services.recovery.correlate import Diagnosis, FaultContext, diagnose
+from services.recovery.correlate import CorrelationThresholds, Diagnosis, FaultContext, diagnose
 from services.recovery.detection import DetectionOutcome, ingest_signal
 from services.recovery.effects import Effects, apply
 from services.recovery.incidents import (
@@ -136,8 +136,12 @@ class RecoveryHandlers:
         context = FaultContext(
             gpu=incident.gpu, node=incident.node, workload_ids=incident.workload_ids, at=at
         )
+        limits = CorrelationThresholds(
+            recent_fault_window=timedelta(seconds=self.settings.correlation_window_s)
+        )
         return diagnose(
             fault=context,
+            limits=limits,
             own_samples=own,
             peer_samples=peers,
             recent_faults=[i.as_recent_fault() for i in recent if i.id != incident.id],

@@ -180,10 +180,17 @@ def start_diagnosis(incident: Incident, *, at: AwareDatetime) -> Transition:
     return _move(incident, IncidentState.DIAGNOSING, at=at)
 
 
+# Two or more failing peers (see correlate._node): one other failure on the node may be coincidence.
+WIDEN_MIN_CONFIDENCE = 0.8
+
+
 def _node_wide(incident: Incident) -> bool:
-    """A node fault, a node-reboot action, or a diagnosis that blames the node or its interconnect."""
+    """A node fault, a node-reboot action, or a confident diagnosis blaming the node or its interconnect."""
+    d = incident.diagnosis
     blames_node = (
-        incident.diagnosis is not None and incident.diagnosis.probable_cause is Cause.NODE_OR_INTERCONNECT
+        d is not None
+        and d.probable_cause is Cause.NODE_OR_INTERCONNECT
+        and d.confidence >= WIDEN_MIN_CONFIDENCE
     )
     return incident.gpu is None or incident.classification.action is Action.REBOOT_NODE or blames_node
 

@@ -28,6 +28,9 @@ class RecoverySettings(BaseServiceSettings):
         default=10.0, ge=0, description="Health check: the GPU passes if no new fault for this long."
     )
     tick_s: float = Field(default=1.0, gt=0, description="Period of the deadline and settle loop.")
+    correlation_window_s: float = Field(
+        default=600.0, gt=0, description="Other faults this close in time count as correlated."
+    )
     window_s: int = Field(default=120, ge=1, le=3600, description="Telemetry window kept per GPU, s.")
     consume_samples: bool = Field(default=True, description="Keep the telemetry window for diagnosis.")
 
