@@ -140,16 +140,19 @@ class Catalog(BaseModel):
 
     def get(self, model: str) -> GpuModel:
         """Return the model named `model` (name or alias); raise UnknownModelError otherwise."""
-        found = self._index.get(model.strip().casefold())
+        # Read the private dict directly: pydantic's __getattr__ for private attributes is slow.
+        private = self.__pydantic_private__ or {}
+        found: GpuModel | None = private["_index"].get(model.strip().casefold())
         if found is None:
             raise UnknownModelError(model=model, known=self.names)
         return found
 
     def memo(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """A value derived from this (immutable) catalog, computed once per key."""
-        if key not in self._memo:
-            self._memo[key] = compute()
-        return self._memo[key]
+        memo: dict[Hashable, Any] = (self.__pydantic_private__ or {})["_memo"]
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
 
 
 def parse_catalog(*, data: dict[str, Any]) -> Catalog:

@@ -27,6 +27,8 @@ __all__ = ["gpu_uuid", "parse_fleet"]
 
 _NAMESPACE = uuid.UUID("6f1c2a4e-0b7d-4c39-9a55-3f0e8f0c1d2b")
 _STRICT = ConfigDict(frozen=True, extra="forbid")
+# The libyaml parser is ~10x faster on a 10,000-GPU fleet; same safe subset of YAML.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _GpuGroup(BaseModel):
@@ -95,7 +97,7 @@ def _node_discovery(node: _NodeSpec, catalog: Catalog) -> NodeDiscovery:
 def parse_fleet(*, text: str, catalog: Catalog) -> tuple[NodeDiscovery, ...]:
     """Parse a fleet file into one discovery report per node, or raise FleetFileError naming the problem."""
     try:
-        spec = _FleetSpec.model_validate(yaml.safe_load(text))
+        spec = _FleetSpec.model_validate(yaml.load(text, Loader=_LOADER))  # noqa: S506 - a safe loader
     except (yaml.YAMLError, ValidationError) as error:
         raise FleetFileError(f"invalid fleet file: {error}") from error
     counts = Counter(n.hostname for n in spec.nodes)

@@ -61,7 +61,7 @@ WITH live AS (
     SELECT gpu_uuid, sum(units) AS units, sum(memory_mib) AS memory_mib
     FROM allocations WHERE NOT released GROUP BY gpu_uuid
 ), f AS (
-    SELECT g.*, n.pool, n.zone,
+    SELECT g.uuid, g.node, g.model, g.memory_mib, g.capacity_units, n.pool, n.zone,
         (g.health IN ('healthy', 'degraded') AND n.status = 'ready') AS avail,
         live.gpu_uuid IS NOT NULL AS used,
         coalesce(live.units, 0) AS alloc,
