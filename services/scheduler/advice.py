@@ -89,10 +89,15 @@ def _option(facts: ModelFacts, need_gb: float) -> int:
 
 
 def recommend(
-    *, fleet: Mapping[str, ModelFacts], need_gb: float, framework: str | None, deadline_h: float | None,
-    history: Sequence[HistoryJob], min_samples: int,
-) -> Recommendation:  # fmt: skip
-    """The cheapest model (fewest compute units) that fits the memory and, by history, the deadline."""
+    *,
+    fleet: Mapping[str, ModelFacts],
+    need_gb: float,
+    framework: str | None,
+    deadline_h: float | None,
+    history: Sequence[HistoryJob],
+    min_samples: int,
+) -> Recommendation:
+    """The model that fits the memory on the fewest GPUs, cheapest, and by history meets the deadline."""
     if not fleet:
         return Recommendation(None, 0, ["the fleet has no GPUs yet"])
     scored = []
@@ -101,14 +106,28 @@ def recommend(
         past = _similar(history, framework=framework, model=facts.model)
         median = statistics.median(j.duration_s for j in past) if len(past) >= min_samples else None
         late = deadline_h is not None and median is not None and median > deadline_h * 3600
-        # Proven-on-time first, then cheapest, then most history, then most available.
+        # Proven-on-time first, then fewest GPUs (splitting a model costs speed), then cheapest,
+        # then most history, then most available.
         scored.append(
-            (late, count * facts.units, -len(past), -facts.healthy, facts.model, count, median, len(past))
+            (
+                late,
+                count,
+                count * facts.units,
+                -len(past),
+                -facts.healthy,
+                facts.model,
+                count,
+                median,
+                len(past),
+            )
         )
     scored.sort()
-    late, cost, _, _, model, count, median, samples = scored[0]
-    reasons = [f"needs about {need_gb:.0f} GB of GPU memory; {count} x {model} ({fleet[model].memory_gb} GB each) fits",
-               f"{cost:g} compute units, the least of the models that fit"]  # fmt: skip
+    late, _, cost, _, _, model, count, median, samples = scored[0]
+    reasons = [
+        f"needs about {need_gb:.0f} GB of GPU memory; "
+        f"{count} x {model} ({fleet[model].memory_gb} GB each) fits",
+        f"{cost:g} compute units: the fewest GPUs, then the least units, of the models that fit",
+    ]
     if median is not None:
         reasons.append(f"your {samples} similar jobs on {model} ran {median / 3600:.1f} h at the median")
     if late:
@@ -123,8 +142,11 @@ def predict(
     *, history: Sequence[HistoryJob], framework: str | None, model: str | None, min_samples: int
 ) -> Prediction:
     """Median and 90th percentile run time of similar completed jobs, widening the match when thin."""
-    for fw, md, label in ((framework, model, "same framework and model"), (framework, None, "same framework"),
-                          (None, None, "all your jobs")):  # fmt: skip
+    for fw, md, label in (
+        (framework, model, "same framework and model"),
+        (framework, None, "same framework"),
+        (None, None, "all your jobs"),
+    ):
         past = sorted(j.duration_s for j in _similar(history, framework=fw, model=md))
         if len(past) >= min_samples:
             p90 = past[min(len(past) - 1, math.ceil(0.9 * len(past)) - 1)]

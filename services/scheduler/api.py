@@ -96,8 +96,13 @@ async def cancel_workload(workload_id: str, request: Request, caller: Caller) ->
         await store.end_workload(
             workload_id, state="cancelled", outcome="cancelled", reason="cancelled by caller", at=now
         )
-        ended = WorkloadEndedV1(workload_id=workload_id, tenant_id=row["tenant_id"], placement_id=pid,
-                                outcome="cancelled", reason="cancelled by caller")  # fmt: skip
+        ended = WorkloadEndedV1(
+            workload_id=workload_id,
+            tenant_id=row["tenant_id"],
+            placement_id=pid,
+            outcome="cancelled",
+            reason="cancelled by caller",
+        )
         await uow.emit(ended, tenant=row["tenant_id"])
         await store.wake_placer()
         await uow.commit()
@@ -127,11 +132,20 @@ async def explain_priority(workload_id: str, request: Request, caller: Caller) -
         + (f"; kept at {prio:.3f} from before its migration" if pinned else "")
     )
     return PriorityOut(
-        workload_id=workload_id, urgency=e.urgency, urgency_term=e.urgency_term,
-        decayed_usage_unit_hours=e.decayed_usage, entitlement_unit_hours=e.entitlement,
-        shares=book.shares_of(row["tenant_id"]), total_shares=book.total_shares(), fair_share=e.fair_share,
-        fair_share_term=e.fair_share_term, raw=e.raw, priority=prio, pinned=pinned, explanation=text,
-    )  # fmt: skip
+        workload_id=workload_id,
+        urgency=e.urgency,
+        urgency_term=e.urgency_term,
+        decayed_usage_unit_hours=e.decayed_usage,
+        entitlement_unit_hours=e.entitlement,
+        shares=book.shares_of(row["tenant_id"]),
+        total_shares=book.total_shares(),
+        fair_share=e.fair_share,
+        fair_share_term=e.fair_share_term,
+        raw=e.raw,
+        priority=prio,
+        pinned=pinned,
+        explanation=text,
+    )
 
 
 @router.get("/v1/images")

@@ -43,10 +43,14 @@ async def _share(request: Request, tenant_id: str) -> ShareOut:
     e = book.explain(tenant=tenant_id, urgency=0.0)
     total = max(book.total_shares(), book.shares_of(tenant_id))
     return ShareOut(
-        tenant_id=tenant_id, shares=book.shares_of(tenant_id), total_shares=total,
-        share_fraction=book.shares_of(tenant_id) / total, decayed_usage_unit_hours=e.decayed_usage,
-        entitlement_unit_hours=e.entitlement, fair_share=e.fair_share,
-    )  # fmt: skip
+        tenant_id=tenant_id,
+        shares=book.shares_of(tenant_id),
+        total_shares=total,
+        share_fraction=book.shares_of(tenant_id) / total,
+        decayed_usage_unit_hours=e.decayed_usage,
+        entitlement_unit_hours=e.entitlement,
+        fair_share=e.fair_share,
+    )
 
 
 @router.get("/tenants/{tenant_id}/share")
@@ -74,9 +78,10 @@ async def _quota(request: Request, tenant_id: str) -> QuotaOut:
     usage = await ctx.quotas.usage(tenant=tenant_id)
     units = limits.units_milli / 1000 if limits.units_milli is not None else None
     return QuotaOut(
-        tenant_id=tenant_id, limits=QuotaIn(gpus=limits.gpus, units=units, workloads=limits.workloads),
+        tenant_id=tenant_id,
+        limits=QuotaIn(gpus=limits.gpus, units=units, workloads=limits.workloads),
         usage={"gpus": usage.gpus, "units": usage.units_milli / 1000, "workloads": usage.workloads},
-    )  # fmt: skip
+    )
 
 
 @router.get("/tenants/{tenant_id}/quota")

@@ -34,9 +34,14 @@ async def _history(ctx: SchedulerContext, tenant: str) -> list[HistoryJob]:
     jobs = []
     for r in await Store(ctx.runtime.pool).history(tenant):
         image = ctx.catalog.images.get(r["spec"]["image"]["name"])
-        jobs.append(HistoryJob(model=(r["models"] or ["?"])[0], gpus=max(int(r["gpus"]), 1),
-                               framework=image.framework if image else "?",
-                               duration_s=(r["ended_at"] - r["started_at"]).total_seconds()))  # fmt: skip
+        jobs.append(
+            HistoryJob(
+                model=(r["models"] or ["?"])[0],
+                gpus=max(int(r["gpus"]), 1),
+                framework=image.framework if image else "?",
+                duration_s=(r["ended_at"] - r["started_at"]).total_seconds(),
+            )
+        )
     return jobs
 
 
@@ -51,34 +56,62 @@ def _framework(ctx: SchedulerContext, name: str | None) -> str | None:
 
 @router.get("/v1/recommendations/gpu")
 async def recommend_gpu(
-    request: Request, caller: Caller, framework: str | None = None,
+    request: Request,
+    caller: Caller,
+    framework: str | None = None,
     model_size_b: Annotated[float | None, Query(gt=0, le=10_000, description="Parameters, billions")] = None,
     memory_gb: Annotated[float | None, Query(gt=0, le=100_000)] = None,
     mode: Literal["training", "inference"] = "training",
-    deadline_h: Annotated[float | None, Query(gt=0, le=10_000)] = None, tenant_id: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    deadline_h: Annotated[float | None, Query(gt=0, le=10_000)] = None,
+    tenant_id: str | None = None,
+) -> dict[str, Any]:
     ctx = ctx_of(request)
     tenant = tenant_filter(caller, tenant_id)
     fleet = await _fleet(ctx)
     history = await _history(ctx, tenant) if tenant else []
     need = memory_need_gb(model_size_b=model_size_b, memory_gb=memory_gb, mode=mode)
-    rec = recommend(fleet=fleet, need_gb=need, framework=_framework(ctx, framework), deadline_h=deadline_h,
-                    history=history, min_samples=ctx.settings.history_min_samples)  # fmt: skip
-    return {"model": rec.model, "count": rec.count, "memory_need_gb": round(need, 1), "reasons": rec.reasons,
-            "similar_jobs": rec.similar_jobs, "history_too_thin": rec.history_too_thin,
-            "expected_duration_s": rec.expected_duration_s, "fleet_gpus": sum(f.healthy for f in fleet.values())}  # fmt: skip
+    rec = recommend(
+        fleet=fleet,
+        need_gb=need,
+        framework=_framework(ctx, framework),
+        deadline_h=deadline_h,
+        history=history,
+        min_samples=ctx.settings.history_min_samples,
+    )
+    return {
+        "model": rec.model,
+        "count": rec.count,
+        "memory_need_gb": round(need, 1),
+        "reasons": rec.reasons,
+        "similar_jobs": rec.similar_jobs,
+        "history_too_thin": rec.history_too_thin,
+        "expected_duration_s": rec.expected_duration_s,
+        "fleet_gpus": sum(f.healthy for f in fleet.values()),
+    }
 
 
 @router.get("/v1/predictions/duration")
 async def predict_duration(
-    request: Request, caller: Caller, framework: str | None = None, model: str | None = None,
+    request: Request,
+    caller: Caller,
+    framework: str | None = None,
+    model: str | None = None,
     tenant_id: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     ctx = ctx_of(request)
     tenant = tenant_filter(caller, tenant_id)
     if tenant is None:
         raise Unprocessable("an admin must say whose history to use", field="tenant_id")
-    p = predict(history=await _history(ctx, tenant), framework=_framework(ctx, framework), model=model,
-                min_samples=ctx.settings.history_min_samples)  # fmt: skip
-    return {"p50_s": p.p50_s, "p90_s": p.p90_s, "samples": p.samples, "history_too_thin": p.history_too_thin,
-            "reasons": p.reasons}  # fmt: skip
+    p = predict(
+        history=await _history(ctx, tenant),
+        framework=_framework(ctx, framework),
+        model=model,
+        min_samples=ctx.settings.history_min_samples,
+    )
+    return {
+        "p50_s": p.p50_s,
+        "p90_s": p.p90_s,
+        "samples": p.samples,
+        "history_too_thin": p.history_too_thin,
+        "reasons": p.reasons,
+    }

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Body, Request, status
 
 from libs.common.auth import Caller, tenant_filter
 from libs.common.http.errors import Conflict, NotFound, Unprocessable
 from services.scheduler.api import ctx_of, submitting_tenant
-from services.scheduler.creation import CreationDraft, CreationSpec, apply_step, complete_draft
+from services.scheduler.creation import CreationDraft, CreationSpec, Step, apply_step, complete_draft
 from services.scheduler.errors import ValidationError
 from services.scheduler.schemas import DraftOut, WorkloadOut
 from services.scheduler.store import Store
@@ -29,15 +29,22 @@ def _unprocessable(exc: ValidationError) -> Unprocessable:
 
 def _out(draft_id: str, tenant: str, draft: CreationDraft, workload_id: str | None) -> DraftOut:
     steps = draft.model_dump(mode="json")
-    return DraftOut(draft_id=draft_id, tenant_id=tenant, steps=steps,
-                    missing=[s for s in _STEPS if steps[s] is None], workload_id=workload_id)  # fmt: skip
+    return DraftOut(
+        draft_id=draft_id,
+        tenant_id=tenant,
+        steps=steps,
+        missing=[s for s in _STEPS if steps[s] is None],
+        workload_id=workload_id,
+    )
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
 async def open_draft(
-    request: Request, caller: Caller, body: Annotated[dict[str, Any] | None, Body()] = None,
+    request: Request,
+    caller: Caller,
+    body: Annotated[dict[str, Any] | None, Body()] = None,
     tenant_id: str | None = None,
-) -> DraftOut:  # fmt: skip
+) -> DraftOut:
     tenant = submitting_tenant(caller, tenant_id)
     options = dict((body or {}).get("options", {}))
     unknown = sorted(set(options) - _OPTIONS)
@@ -76,8 +83,11 @@ async def fill_step(
             raise Conflict(f"draft {draft_id!r} was already submitted", field="draft_id")
         try:
             draft = apply_step(
-                CreationDraft.model_validate(row["body"]), step=step, payload=body, catalog=ctx.catalog
-            )  # type: ignore[arg-type]
+                CreationDraft.model_validate(row["body"]),
+                step=cast(Step, step),
+                payload=body,
+                catalog=ctx.catalog,
+            )
         except ValidationError as exc:
             raise _unprocessable(exc) from None
         await store.update_draft(draft_id, body=draft.model_dump(mode="json"), workload_id=None)

@@ -53,21 +53,35 @@ def _placement_row(
         for g in p.grants
     ]
     return {
-        "placement_id": pid, "workload_id": w.id, "tenant_id": w.tenant, "node": p.nodes[0],
-        "grants": grants, "gpus": demand.gpus, "units_milli": demand.units_milli,
-        "models": sorted({gpus[g.gpu].model for g in p.grants}), "priority": p.priority,
-        "preemptible": w.preemptible, "ends_at": now + w.time_limit if w.time_limit else None, "placed_at": now,
-    }  # fmt: skip
+        "placement_id": pid,
+        "workload_id": w.id,
+        "tenant_id": w.tenant,
+        "node": p.nodes[0],
+        "grants": grants,
+        "gpus": demand.gpus,
+        "units_milli": demand.units_milli,
+        "models": sorted({gpus[g.gpu].model for g in p.grants}),
+        "priority": p.priority,
+        "preemptible": w.preemptible,
+        "ends_at": now + w.time_limit if w.time_limit else None,
+        "placed_at": now,
+    }
 
 
 def _placed_event(p: Placement, w: Workload, *, pid: str, gpus: dict[str, GpuView]) -> WorkloadPlacedV1:
     return WorkloadPlacedV1(
-        workload_id=w.id, tenant_id=w.tenant, placement_id=pid, node=p.nodes[0],
-        allocations=[_item(g, gpus) for g in p.grants], kind=w.kind.value,
+        workload_id=w.id,
+        tenant_id=w.tenant,
+        placement_id=pid,
+        node=p.nodes[0],
+        allocations=[_item(g, gpus) for g in p.grants],
+        kind=w.kind.value,
         profile="training" if w.kind.value == "job" else "interactive",
-        pricing_class="spot" if w.preemptible else "on_demand", tags=dict(w.tags),
-        duration_s=w.time_limit.total_seconds() if w.time_limit else None, priority=p.priority,
-    )  # fmt: skip
+        pricing_class="spot" if w.preemptible else "on_demand",
+        tags=dict(w.tags),
+        duration_s=w.time_limit.total_seconds() if w.time_limit else None,
+        priority=p.priority,
+    )
 
 
 async def _leave_old(
@@ -80,10 +94,15 @@ async def _leave_old(
     await Store(uow.conn).end_placement(old, outcome="migrated", at=now, released=True)
     await ctx.quotas.release(tenant=row["tenant_id"], placement_id=old)
     await uow.emit(
-        WorkloadMigratingV1(workload_id=row["workload_id"], tenant_id=row["tenant_id"], from_placement_id=old,
-                            to_placement_id=new_pid, reason="re-placed away from a failed GPU"),
+        WorkloadMigratingV1(
+            workload_id=row["workload_id"],
+            tenant_id=row["tenant_id"],
+            from_placement_id=old,
+            to_placement_id=new_pid,
+            reason="re-placed away from a failed GPU",
+        ),
         tenant=row["tenant_id"],
-    )  # fmt: skip
+    )
     return str(old)
 
 
@@ -93,7 +112,7 @@ async def commit_placement(
     """Place one workload; returns the placement id, or None when it no longer waits or quota refused."""
     pid = f"pl-{uuid.uuid4().hex[:16]}"
     demand = demand_of_grants(p.grants)
-    async with ctx.runtime.uow() as uow:
+    async with ctx.placer_uow() as uow:
         store = Store(uow.conn)
         row = await store.lock_workload(w.id)
         if row is None or row["state"] not in ("queued", "migrating"):
@@ -110,8 +129,13 @@ async def commit_placement(
             await store.set_state(w.id, state="placed", placement_id=pid, priority=p.priority)
             await uow.emit(_placed_event(p, w, pid=pid, gpus=gpus), tenant=w.tenant)
             if old is not None:
-                ended = WorkloadEndedV1(workload_id=w.id, tenant_id=w.tenant, placement_id=old, outcome="migrated",
-                                        reason=f"moved to {pid}")  # fmt: skip
+                ended = WorkloadEndedV1(
+                    workload_id=w.id,
+                    tenant_id=w.tenant,
+                    placement_id=old,
+                    outcome="migrated",
+                    reason=f"moved to {pid}",
+                )
                 await uow.emit(ended, tenant=w.tenant)
             await uow.commit()
         except Exception:
@@ -125,7 +149,7 @@ async def _reinstate(ctx: SchedulerContext, row: asyncpg.Record, old: str | None
     """The transaction rolls back, so the old placement lives on: count it in Redis again."""
     if old is None:
         return
-    held = await ctx.runtime.pool.fetchrow("SELECT grants FROM placements WHERE placement_id = $1", old)
+    held = await ctx.pool_for_placer.fetchrow("SELECT grants FROM placements WHERE placement_id = $1", old)
     if held is not None:
         demand = demand_of_grants(grant_of(g) for g in held["grants"])
         await ctx.quotas.reserve(tenant=row["tenant_id"], placement_id=old, demand=demand)
@@ -133,7 +157,7 @@ async def _reinstate(ctx: SchedulerContext, row: asyncpg.Record, old: str | None
 
 async def commit_preemption(ctx: SchedulerContext, proposal: PreemptionProposal) -> bool:
     """Give a victim its grace deadline, once."""
-    async with ctx.runtime.uow() as uow:
+    async with ctx.placer_uow() as uow:
         victim = await uow.conn.fetchrow(
             "SELECT placement_id FROM placements WHERE workload_id = $1 AND ended_at IS NULL",
             proposal.victim_id,
@@ -146,18 +170,22 @@ async def commit_preemption(ctx: SchedulerContext, proposal: PreemptionProposal)
         if row is None:
             return False
         await uow.emit(
-            WorkloadPreemptionScheduledV1(workload_id=proposal.victim_id, tenant_id=proposal.victim_tenant,
-                                          placement_id=row["placement_id"], deadline=proposal.deadline,
-                                          preempted_for=proposal.for_workload_id),
+            WorkloadPreemptionScheduledV1(
+                workload_id=proposal.victim_id,
+                tenant_id=proposal.victim_tenant,
+                placement_id=row["placement_id"],
+                deadline=proposal.deadline,
+                preempted_for=proposal.for_workload_id,
+            ),
             tenant=proposal.victim_tenant,
-        )  # fmt: skip
+        )
         await uow.commit()
     return True
 
 
 async def expire_preemption(ctx: SchedulerContext, placement_id: str, *, now: datetime) -> bool:
     """End a victim whose grace is over with outcome preempted, and put it back in the queue."""
-    async with ctx.runtime.uow() as uow:
+    async with ctx.placer_uow() as uow:
         store = Store(uow.conn)
         ended = await store.end_placement(placement_id, outcome="preempted", at=now)
         if ended is None:
@@ -165,10 +193,23 @@ async def expire_preemption(ctx: SchedulerContext, placement_id: str, *, now: da
         wid, tenant = ended["workload_id"], ended["tenant_id"]
         await store.set_state(wid, state="queued", placement_id=None)
         reason = f"preempted for {ended['preempted_for']}"
-        await uow.emit(WorkloadEndedV1(workload_id=wid, tenant_id=tenant, placement_id=placement_id,
-                                       outcome="preempted", reason=reason, requeued=True), tenant=tenant)  # fmt: skip
+        await uow.emit(
+            WorkloadEndedV1(
+                workload_id=wid,
+                tenant_id=tenant,
+                placement_id=placement_id,
+                outcome="preempted",
+                reason=reason,
+                requeued=True,
+            ),
+            tenant=tenant,
+        )
         position = await store.count_waiting()
-        await uow.emit(WorkloadQueuedV1(workload_id=wid, tenant_id=tenant, position=position,
-                                        priority=float(ended["priority"])), tenant=tenant)  # fmt: skip
+        await uow.emit(
+            WorkloadQueuedV1(
+                workload_id=wid, tenant_id=tenant, position=position, priority=float(ended["priority"])
+            ),
+            tenant=tenant,
+        )
         await uow.commit()
     return True

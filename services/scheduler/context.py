@@ -5,7 +5,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
+import asyncpg
+
+from libs.common.db.uow import PostgresUnitOfWork
 from libs.common.runtime import ServiceRuntime
 from services.scheduler.catalog import ImageCatalog
 from services.scheduler.decisions import SchedulerConfig
@@ -27,6 +31,7 @@ class SchedulerContext:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     is_leader: bool = False
     passes: int = 0
+    placer_pool: asyncpg.Pool[Any] | None = None
     _quotas: QuotaStore | None = None
 
     @property
@@ -37,6 +42,15 @@ class SchedulerContext:
                 redis=self.runtime.redis, keys=self.runtime.keys
             )
         return self._quotas
+
+    def placer_uow(self) -> PostgresUnitOfWork:
+        """A unit of work on the placer's own pool, so a flood of requests never starves placement."""
+        return PostgresUnitOfWork(pool=self.pool_for_placer, source=self.settings.service_name)
+
+    @property
+    def pool_for_placer(self) -> asyncpg.Pool[Any]:
+        """The placer's pool while it leads, else the runtime's."""
+        return self.placer_pool or self.runtime.pool
 
     @property
     def half_life(self) -> timedelta:

@@ -25,10 +25,17 @@ def _partitions(event: GpuRegisteredV1 | GpuPartitionsChangedV1) -> list[dict[st
 
 async def handle_gpu_registered(event: GpuRegisteredV1, ctx: HandlerContext) -> None:
     row = {
-        "gpu_uuid": event.gpu_uuid, "node": event.node, "model": event.model, "memory_bytes": event.memory_bytes,
-        "units": event.units, "health": event.health, "labels": event.labels, "mig_enabled": event.mig_enabled,
-        "time_slice_ratio": event.time_slice_ratio, "partitions": _partitions(event),
-    }  # fmt: skip
+        "gpu_uuid": event.gpu_uuid,
+        "node": event.node,
+        "model": event.model,
+        "memory_bytes": event.memory_bytes,
+        "units": event.units,
+        "health": event.health,
+        "labels": event.labels,
+        "mig_enabled": event.mig_enabled,
+        "time_slice_ratio": event.time_slice_ratio,
+        "partitions": _partitions(event),
+    }
     await FleetStore(ctx.uow.conn).upsert_gpu(row=row)
     await Store(ctx.uow.conn).wake_placer()
 
@@ -56,8 +63,12 @@ async def handle_started(event: WorkloadStartedV1, ctx: HandlerContext) -> None:
         return
     await store.start_placement(event.placement_id, at=ctx.envelope.time)
     await store.set_state(event.workload_id, state="running", placement_id=event.placement_id)
-    running = WorkloadRunningV1(workload_id=event.workload_id, tenant_id=row["tenant_id"],
-                                placement_id=event.placement_id, node=event.node)  # fmt: skip
+    running = WorkloadRunningV1(
+        workload_id=event.workload_id,
+        tenant_id=row["tenant_id"],
+        placement_id=event.placement_id,
+        node=event.node,
+    )
     await ctx.uow.emit(running, tenant=row["tenant_id"])
 
 
@@ -93,11 +104,23 @@ def _exited(half_life: timedelta) -> Handler:
             event.workload_id, state=event.outcome, outcome=event.outcome, reason=event.reason, at=at
         )
         hours = max((at - (ended["started_at"] or ended["placed_at"])).total_seconds(), 0.0) / 3600
-        await _accrue_usage(ctx, tenant=row["tenant_id"], unit_hours=hours * ended["units_milli"] / 1000,
-                            at=at, half_life=half_life)  # fmt: skip
-        await ctx.uow.emit(WorkloadEndedV1(workload_id=event.workload_id, tenant_id=row["tenant_id"],
-                                           placement_id=event.placement_id, outcome=event.outcome,
-                                           reason=event.reason), tenant=row["tenant_id"])  # fmt: skip
+        await _accrue_usage(
+            ctx,
+            tenant=row["tenant_id"],
+            unit_hours=hours * ended["units_milli"] / 1000,
+            at=at,
+            half_life=half_life,
+        )
+        await ctx.uow.emit(
+            WorkloadEndedV1(
+                workload_id=event.workload_id,
+                tenant_id=row["tenant_id"],
+                placement_id=event.placement_id,
+                outcome=event.outcome,
+                reason=event.reason,
+            ),
+            tenant=row["tenant_id"],
+        )
         await store.wake_placer()
 
     return handle_exited

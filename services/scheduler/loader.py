@@ -35,7 +35,10 @@ async def load_book(
 ) -> FairShareBook:  # fmt: skip
     """Fair-share inputs of every tenant at ``now``."""
     fleet = FleetStore(conn)
-    rows = gpu_rows if gpu_rows is not None else await fleet.gpus()
+    if gpu_rows is not None:
+        capacity = sum(float(r["units"]) for r in gpu_rows if r["health"] == "healthy")
+    else:
+        capacity = await fleet.healthy_units()
     usage = {
         r["tenant_id"]: DecayedUsage(float(r["decayed_unit_hours"]), r["as_of"])
         for r in await fleet.all_usage()
@@ -45,7 +48,7 @@ async def load_book(
         shares=await fleet.shares(),
         tenants=frozenset(await fleet.tenant_ids()),
         default_shares=ctx.settings.default_shares,
-        capacity_units=sum(float(r["units"]) for r in rows if r["health"] == "healthy"),
+        capacity_units=capacity,
         half_life=ctx.half_life,
         now=now,
     )

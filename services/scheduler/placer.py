@@ -17,6 +17,7 @@ from typing import Any
 import asyncpg
 from prometheus_client import Counter, Gauge, Histogram
 
+from libs.common.db.pool import create_pool
 from libs.common.runtime import ServiceRuntime
 from services.scheduler.commit import commit_placement, commit_preemption, expire_preemption
 from services.scheduler.context import SchedulerContext
@@ -40,7 +41,7 @@ QUOTA_REBUILDS = Counter("scheduler_quota_rebuilds_total", "Quota state rebuilt 
 
 async def rebuild_quotas(ctx: SchedulerContext) -> None:
     """Rebuild Redis quota state (limits and live placements' demand) from Postgres."""
-    async with ctx.runtime.pool.acquire() as conn:
+    async with ctx.pool_for_placer.acquire() as conn:
         limits = {r["tenant_id"]: limits_of(r) for r in await FleetStore(conn).quotas()}
         live = await Store(conn).live_placements()
     held = [
@@ -56,7 +57,7 @@ async def rebuild_quotas(ctx: SchedulerContext) -> None:
 
 async def _release_ended(ctx: SchedulerContext) -> None:
     """Give back the quota of placements that ended since (idempotent per placement in Redis)."""
-    store = Store(ctx.runtime.pool)
+    store = Store(ctx.pool_for_placer)
     rows = await store.unreleased()
     for row in rows:
         await ctx.quotas.release(tenant=row["tenant_id"], placement_id=row["placement_id"])
@@ -69,9 +70,9 @@ async def run_pass(ctx: SchedulerContext, *, now: datetime) -> int:
     if not await ctx.quotas.intact():
         await rebuild_quotas(ctx)
     await _release_ended(ctx)
-    for pid in await Store(ctx.runtime.pool).expired_preemptions(now=now):
+    for pid in await Store(ctx.pool_for_placer).expired_preemptions(now=now):
         await expire_preemption(ctx, pid, now=now)
-    async with ctx.runtime.pool.acquire() as conn:
+    async with ctx.pool_for_placer.acquire() as conn:
         inputs = await load_pass(conn, ctx, now=now)
     if not inputs.queue:
         return 0
@@ -87,7 +88,7 @@ async def run_pass(ctx: SchedulerContext, *, now: datetime) -> int:
     waiting = [
         (q.workload_id, q.position, q.priority, q.reason.value, q.estimated_start) for q in decisions.waiting
     ]
-    await Store(ctx.runtime.pool).record_waiting(waiting)
+    await Store(ctx.pool_for_placer).record_waiting(waiting)
     PLACED.inc(placed)
     return placed
 
@@ -125,6 +126,7 @@ class Placer:
         ctx.is_leader = True
         IS_LEADER.set(1)
         log.info("this replica is now the active placer")
+        ctx.placer_pool = await create_pool(dsn=ctx.settings.database_url, schema=schema, max_size=3)
         await rebuild_quotas(ctx)  # a predecessor may have died between a Redis reserve and its commit
         try:
             while not stop.is_set():
@@ -135,6 +137,9 @@ class Placer:
         finally:
             ctx.is_leader = False
             IS_LEADER.set(0)
+            pool, ctx.placer_pool = ctx.placer_pool, None
+            if pool is not None:
+                await pool.close()
             with contextlib.suppress(Exception):
                 await conn.remove_listener(WAKE_CHANNEL, on_notify)
                 await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", self._lock_key)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from redis.asyncio import Redis
+from redis.typing import EncodableT, FieldT
 
 from libs.common.redis import Keyspace
 from services.scheduler.quota import DIMENSIONS, QuotaLimits, QuotaUsage
@@ -113,7 +114,7 @@ class RedisQuotaStore:
         return [self._keys.key("marker"), self._keys.key("t", tenant), self._keys.key("held", tenant)]
 
     async def reserve(self, *, tenant: str, placement_id: str, demand: QuotaUsage) -> tuple[str, ...]:
-        args = [placement_id, demand.gpus, demand.units_milli, demand.workloads]
+        args: list[str | int] = [placement_id, demand.gpus, demand.units_milli, demand.workloads]
         answer = [_text(v) for v in await self._reserve(keys=self._tenant_keys(tenant), args=args)]
         if answer == ["rebuild"]:
             raise RebuildNeeded("quota marker missing")
@@ -129,7 +130,9 @@ class RedisQuotaStore:
         key = self._keys.key("t", tenant)
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.hdel(key, *(f"lim_{d}" for d in DIMENSIONS))
-            values = {f"lim_{d}": getattr(limits, d) for d in DIMENSIONS if getattr(limits, d) is not None}
+            values: dict[FieldT, EncodableT] = {
+                f"lim_{d}": getattr(limits, d) for d in DIMENSIONS if getattr(limits, d) is not None
+            }
             if values:
                 pipe.hset(key, mapping=values)
             await pipe.execute()
@@ -143,7 +146,7 @@ class RedisQuotaStore:
 
     async def rebuild(self, *, limits: Mapping[str, QuotaLimits], held: Sequence[HeldQuota]) -> None:
         stale = [k async for k in self._redis.scan_iter(match=self._keys.key("*"), count=1000)]
-        tenants: dict[str, dict[str, int]] = {}
+        tenants: dict[str, dict[FieldT, EncodableT]] = {}
         for tenant, lim in limits.items():
             entry = tenants.setdefault(tenant, dict.fromkeys(DIMENSIONS, 0))
             entry.update({f"lim_{d}": getattr(lim, d) for d in DIMENSIONS if getattr(lim, d) is not None})
@@ -157,6 +160,6 @@ class RedisQuotaStore:
                 demand = ",".join(str(getattr(h.demand, d)) for d in DIMENSIONS)
                 pipe.hset(self._keys.key("held", h.tenant), h.placement_id, demand)
             for tenant, mapping in tenants.items():
-                pipe.hset(self._keys.key("t", tenant), mapping=mapping)  # type: ignore[arg-type]
+                pipe.hset(self._keys.key("t", tenant), mapping=mapping)
             pipe.set(self._keys.key("marker"), "1")
             await pipe.execute()

@@ -9,9 +9,9 @@ from typing import Any
 
 from services.scheduler.cluster import Allocation, GpuView, Grant, MigPartition, SlotKind
 from services.scheduler.creation import CreationSpec, to_workload
+from services.scheduler.model import Workload, WorkloadState
 from services.scheduler.priority import DecayedUsage, PriorityExplanation, entitlement, explain, usage_at
 from services.scheduler.quota import QuotaLimits, QuotaUsage, demand_of
-from services.scheduler.model import Workload, WorkloadState
 
 __all__ = [
     "FairShareBook",

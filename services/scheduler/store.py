@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 import asyncpg
 
 __all__ = ["WAKE_CHANNEL", "Store"]
 
-Conn = "asyncpg.Connection[Any] | asyncpg.Pool[Any]"
+Conn: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any]"
 #: NOTIFY channel that wakes the active placer (payload: the schema, so test schemas never cross).
 WAKE_CHANNEL = "gpucloud_scheduler_wake"
 
@@ -60,7 +60,8 @@ INSERT INTO placements (placement_id, workload_id, tenant_id, node, grants, gpus
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 """
 INSERT_SLOTS = """
-INSERT INTO held_slots (gpu_uuid, slot, placement_id) SELECT g, s, $3 FROM unnest($1::text[], $2::text[]) AS v(g, s)
+INSERT INTO held_slots (gpu_uuid, slot, placement_id)
+SELECT g, s, $3 FROM unnest($1::text[], $2::text[]) AS v(g, s)
 """
 GET_PLACEMENT = "SELECT * FROM placements WHERE placement_id = $1 FOR UPDATE"
 LIVE_PLACEMENTS = "SELECT * FROM placements WHERE ended_at IS NULL"
@@ -106,9 +107,17 @@ class Store:
     async def insert_workload(self, *, row: dict[str, Any]) -> None:
         """Record a new workload as queued."""
         await self.conn.execute(
-            INSERT_WORKLOAD, row["workload_id"], row["tenant_id"], row["kind"], row["spec"],
-            row["urgency"], row["preemptible"], row["tags"], row["submitted_at"], row["priority"],
-        )  # fmt: skip
+            INSERT_WORKLOAD,
+            row["workload_id"],
+            row["tenant_id"],
+            row["kind"],
+            row["spec"],
+            row["urgency"],
+            row["preemptible"],
+            row["tags"],
+            row["submitted_at"],
+            row["priority"],
+        )
 
     async def workload(self, workload_id: str, *, tenant: str | None = None) -> asyncpg.Record | None:
         """A workload, visible to ``tenant`` (None = any)."""
@@ -158,10 +167,20 @@ class Store:
     async def insert_placement(self, *, row: dict[str, Any], slots: Sequence[tuple[str, str]]) -> None:
         """Record a placement and the slots it holds (a held slot raises UniqueViolationError)."""
         await self.conn.execute(
-            INSERT_PLACEMENT, row["placement_id"], row["workload_id"], row["tenant_id"], row["node"],
-            row["grants"], row["gpus"], row["units_milli"], row["models"], row["priority"],
-            row["preemptible"], row["ends_at"], row["placed_at"],
-        )  # fmt: skip
+            INSERT_PLACEMENT,
+            row["placement_id"],
+            row["workload_id"],
+            row["tenant_id"],
+            row["node"],
+            row["grants"],
+            row["gpus"],
+            row["units_milli"],
+            row["models"],
+            row["priority"],
+            row["preemptible"],
+            row["ends_at"],
+            row["placed_at"],
+        )
         await self.conn.execute(
             INSERT_SLOTS, [g for g, _ in slots], [s for _, s in slots], row["placement_id"]
         )

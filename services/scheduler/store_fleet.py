@@ -18,9 +18,11 @@ ON CONFLICT (gpu_uuid) DO UPDATE SET node = $2, model = $3, memory_bytes = $4, u
     labels = $7, mig_enabled = $8, time_slice_ratio = $9, partitions = $10, updated_at = now()
 """
 SET_PARTITIONS = """
-UPDATE gpus SET mig_enabled = $2, time_slice_ratio = $3, partitions = $4, updated_at = now() WHERE gpu_uuid = $1
+UPDATE gpus SET mig_enabled = $2, time_slice_ratio = $3, partitions = $4, updated_at = now()
+WHERE gpu_uuid = $1
 """
 SET_HEALTH = "UPDATE gpus SET health = $2, updated_at = now() WHERE gpu_uuid = $1"
+HEALTHY_UNITS = "SELECT coalesce(sum(units), 0) FROM gpus WHERE health = 'healthy'"
 ALL_GPUS = "SELECT * FROM gpus ORDER BY node, gpu_uuid"
 UPSERT_SHARES = """
 INSERT INTO tenant_shares (tenant_id, shares) VALUES ($1, $2)
@@ -56,9 +58,18 @@ class FleetStore:
     async def upsert_gpu(self, *, row: dict[str, Any]) -> None:
         """Record a GPU's static facts, health and partitions."""
         await self.conn.execute(
-            UPSERT_GPU, row["gpu_uuid"], row["node"], row["model"], row["memory_bytes"], row["units"],
-            row["health"], row["labels"], row["mig_enabled"], row["time_slice_ratio"], row["partitions"],
-        )  # fmt: skip
+            UPSERT_GPU,
+            row["gpu_uuid"],
+            row["node"],
+            row["model"],
+            row["memory_bytes"],
+            row["units"],
+            row["health"],
+            row["labels"],
+            row["mig_enabled"],
+            row["time_slice_ratio"],
+            row["partitions"],
+        )
 
     async def set_partitions(
         self, gpu_uuid: str, *, mig_enabled: bool, ratio: int, partitions: list[dict[str, Any]]
@@ -73,6 +84,10 @@ class FleetStore:
     async def gpus(self) -> list[asyncpg.Record]:
         """Every GPU known."""
         return list(await self.conn.fetch(ALL_GPUS))
+
+    async def healthy_units(self) -> float:
+        """Compute units of every healthy GPU."""
+        return float(await self.conn.fetchval(HEALTHY_UNITS))
 
     async def set_shares(self, tenant: str, *, shares: float) -> None:
         """Set a tenant's fair-share entitlement weight."""

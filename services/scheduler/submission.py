@@ -38,7 +38,8 @@ def _demand(spec: CreationSpec) -> QuotaUsage:
 
 
 def _describe(dim: str, limits: QuotaLimits, usage: QuotaUsage, demand: QuotaUsage) -> str:
-    return f"{_DIM_NAMES[dim]}: limit {getattr(limits, dim)}, in use {getattr(usage, dim)}, asked {getattr(demand, dim)}"
+    limit, used, asked = getattr(limits, dim), getattr(usage, dim), getattr(demand, dim)
+    return f"{_DIM_NAMES[dim]}: limit {limit}, in use {used}, asked {asked}"
 
 
 async def _check_quota(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> None:
@@ -49,8 +50,11 @@ async def _check_quota(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec
     never = check(limits=limits, usage=QuotaUsage(), demand=demand)
     if never:
         details = {d: {"limit": getattr(limits, d), "asked": getattr(demand, d)} for d in never}
-        raise Conflict(f"request exceeds tenant {tenant!r} quota: {_describe(never[0], limits, QuotaUsage(), demand)}",
-                       field="resources", details=details)  # fmt: skip
+        raise Conflict(
+            f"request exceeds tenant {tenant!r} quota: {_describe(never[0], limits, QuotaUsage(), demand)}",
+            field="resources",
+            details=details,
+        )
     try:
         usage = await ctx.quotas.usage(tenant=tenant) if await ctx.quotas.intact() else QuotaUsage()
     except RebuildNeeded:
@@ -62,8 +66,11 @@ async def _check_quota(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec
             for d in DIMENSIONS
             if d in now_over
         }
-        raise QuotaExhausted(f"quota exhausted for tenant {tenant!r}: {_describe(now_over[0], limits, usage, demand)}",
-                             field=f"quota.{now_over[0]}", details=details)  # fmt: skip
+        raise QuotaExhausted(
+            f"quota exhausted for tenant {tenant!r}: {_describe(now_over[0], limits, usage, demand)}",
+            field=f"quota.{now_over[0]}",
+            details=details,
+        )
 
 
 async def _check_budget(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec, now: datetime) -> None:
@@ -91,18 +98,29 @@ async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> d
     book = await load_book(ctx.runtime.pool, ctx, now=now)
     prio = book.explain(tenant=tenant, urgency=spec.urgency).priority
     row = {
-        "workload_id": wid, "tenant_id": tenant, "kind": spec.kind.value, "spec": spec.model_dump(mode="json"),
-        "urgency": spec.urgency, "preemptible": spec.preemptible, "tags": spec.tags, "submitted_at": now,
+        "workload_id": wid,
+        "tenant_id": tenant,
+        "kind": spec.kind.value,
+        "spec": spec.model_dump(mode="json"),
+        "urgency": spec.urgency,
+        "preemptible": spec.preemptible,
+        "tags": spec.tags,
+        "submitted_at": now,
         "priority": prio,
-    }  # fmt: skip
+    }
     async with ctx.runtime.uow() as uow:
         store = Store(uow.conn)
         await store.insert_workload(row=row)
         submitted = WorkloadSubmittedV1(
-            workload_id=wid, tenant_id=tenant, kind=spec.kind.value, urgency=spec.urgency,
-            preemptible=spec.preemptible, pricing_class="spot" if spec.preemptible else "on_demand",
-            tags=spec.tags, resources=_resources(spec),
-        )  # fmt: skip
+            workload_id=wid,
+            tenant_id=tenant,
+            kind=spec.kind.value,
+            urgency=spec.urgency,
+            preemptible=spec.preemptible,
+            pricing_class="spot" if spec.preemptible else "on_demand",
+            tags=spec.tags,
+            resources=_resources(spec),
+        )
         await uow.emit(submitted, tenant=tenant)
         position = await store.count_waiting()
         queued = WorkloadQueuedV1(workload_id=wid, tenant_id=tenant, position=position, priority=prio)

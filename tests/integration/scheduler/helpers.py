@@ -58,8 +58,12 @@ async def register_gpus(
 
 async def agent_reports(iso: Isolation, placed: WorkloadPlacedV1, *, outcome: str | None) -> None:
     """Stand in for the node agent: start the placement, and end it when ``outcome`` is given."""
-    ids = {"workload_id": placed.workload_id, "tenant_id": placed.tenant_id,
-           "placement_id": placed.placement_id, "node": placed.node}  # fmt: skip
+    ids = {
+        "workload_id": placed.workload_id,
+        "tenant_id": placed.tenant_id,
+        "placement_id": placed.placement_id,
+        "node": placed.node,
+    }
     events: list[Event] = [WorkloadStartedV1(**ids)]
     if outcome is not None:
         events.append(WorkloadExitedV1(**ids, outcome=outcome))  # type: ignore[arg-type]

@@ -42,7 +42,9 @@ def _start(iso: Isolation, port: int, log: Path) -> subprocess.Popen[bytes]:
         "LOG_JSON": "false",
     }
     with log.open("wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "services.scheduler"], env=env, stdout=out, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            [sys.executable, "-m", "services.scheduler"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
 
 
 async def _is_placer(client: httpx.AsyncClient) -> bool:
@@ -76,7 +78,9 @@ async def test_killed_placer_is_replaced_and_every_workload_is_placed_exactly_on
             standby = _start(isolation, ports[1], tmp_path / "b.log")
             await eventually(lambda: _answers(b), timeout=60, interval=0.2, what="second replica up")
             assert not await _is_placer(b)
-            created = await b.post("/v1/admin/tenants", json={"tenant_id": "acme", "name": "Acme"}, headers=ADMIN_HEADERS)
+            created = await b.post(
+                "/v1/admin/tenants", json={"tenant_id": "acme", "name": "Acme"}, headers=ADMIN_HEADERS
+            )
             headers = {"X-API-Key": created.json()["key"]["api_key"]}
             for node in range(6):
                 await register_gpus(isolation, node=f"node-{node}", count=8)
@@ -88,7 +92,9 @@ async def test_killed_placer_is_replaced_and_every_workload_is_placed_exactly_on
                 assert response.status_code == 201, response.text
                 ids.append(response.json()["workload_id"])
                 if i == KILL_AFTER:
-                    await reader.wait_for(lambda evs: any(isinstance(p, WorkloadPlacedV1) for _, p in evs), timeout=30)
+                    await reader.wait_for(
+                        lambda evs: any(isinstance(p, WorkloadPlacedV1) for _, p in evs), timeout=30
+                    )
                     leader.send_signal(signal.SIGKILL)
                     leader.wait(timeout=10)
                     killed_at = time.monotonic()

@@ -36,7 +36,8 @@ async def test_submitted_job_is_placed_runs_and_completes_with_events_in_order(i
             lambda evs: any(isinstance(p, WorkloadPlacedV1) for p in of_workload(evs, wid)), what="placement"
         )
         placed = next(p for p in of_workload(events, wid) if isinstance(p, WorkloadPlacedV1))
-        assert len(placed.allocations) == 2 and placed.node == "node-1"
+        assert len(placed.allocations) == 2
+        assert placed.node == "node-1"
         assert (await client.get(f"/v1/workloads/{wid}", headers=headers)).json()["state"] == "placed"
 
         await agent_reports(isolation, placed, outcome="completed")
@@ -52,7 +53,8 @@ async def test_submitted_job_is_placed_runs_and_completes_with_events_in_order(i
             WorkloadEndedV1,
         ]
         ended = of_workload(events, wid)[-1]
-        assert isinstance(ended, WorkloadEndedV1) and ended.outcome == "completed"
+        assert isinstance(ended, WorkloadEndedV1)
+        assert ended.outcome == "completed"
         assert ended.placement_id == placed.placement_id
 
         async def completed() -> bool:

@@ -41,22 +41,30 @@ async def lose_data(store: QuotaStore, isolation: Isolation) -> None:
 async def test_quota_store_honours_the_contract(store: QuotaStore, isolation: Isolation) -> None:
     with pytest.raises(RebuildNeeded):
         await store.reserve(tenant="acme", placement_id="p0", demand=ONE_GPU)
-    await store.rebuild(limits={"acme": QuotaLimits(gpus=2, workloads=5)}, held=[HeldQuota("acme", "p1", ONE_GPU)])
+    await store.rebuild(
+        limits={"acme": QuotaLimits(gpus=2, workloads=5)}, held=[HeldQuota("acme", "p1", ONE_GPU)]
+    )
     assert await store.intact()
     assert await store.usage(tenant="acme") == ONE_GPU
 
     assert await store.reserve(tenant="acme", placement_id="p2", demand=ONE_GPU) == ()
-    assert await store.reserve(tenant="acme", placement_id="p2", demand=ONE_GPU) == (), "idempotent per placement"
+    assert await store.reserve(tenant="acme", placement_id="p2", demand=ONE_GPU) == (), (
+        "idempotent per placement"
+    )
     assert await store.reserve(tenant="acme", placement_id="p3", demand=ONE_GPU) == ("gpus",)
     assert await store.usage(tenant="acme") == QuotaUsage(gpus=2, units_milli=16000, workloads=2)
 
     assert await store.release(tenant="acme", placement_id="p1") is True
-    assert await store.release(tenant="acme", placement_id="p1") is False, "a second release gives nothing back"
+    assert await store.release(tenant="acme", placement_id="p1") is False, (
+        "a second release gives nothing back"
+    )
     assert await store.usage(tenant="acme") == ONE_GPU
 
     await store.set_limits(tenant="acme", limits=QuotaLimits(workloads=1))
     assert await store.reserve(tenant="acme", placement_id="p4", demand=ONE_GPU) == ("workloads",)
-    assert await store.reserve(tenant="other", placement_id="p5", demand=ONE_GPU) == (), "no limits = unlimited"
+    assert await store.reserve(tenant="other", placement_id="p5", demand=ONE_GPU) == (), (
+        "no limits = unlimited"
+    )
 
     await lose_data(store, isolation)
     assert not await store.intact()

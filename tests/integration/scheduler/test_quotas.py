@@ -22,7 +22,6 @@ from tests.integration.scheduler.helpers import (
 )
 from tests.integration.support import ADMIN_HEADERS, Isolation, eventually, running
 
-
 FLUSHED_DB = 13
 
 
@@ -39,15 +38,21 @@ async def test_quota_exhaustion_is_refused_naming_the_limit(isolation: Isolation
         headers = await create_tenant(client, "acme")
         await register_gpus(isolation, count=4)
         await capacity_known(client, headers, 4)
-        put = await client.put("/v1/admin/tenants/acme/quota", json={"gpus": 2, "workloads": 1}, headers=ADMIN_HEADERS)
+        put = await client.put(
+            "/v1/admin/tenants/acme/quota", json={"gpus": 2, "workloads": 1}, headers=ADMIN_HEADERS
+        )
         assert put.status_code == 200, put.text
 
         too_big = await client.post("/v1/workloads", json=spec(count=3), headers=headers)
         assert too_big.status_code == 409
         assert "GPUs: limit 2" in too_big.json()["error"]["message"]
 
-        first = (await client.post("/v1/workloads", json=spec(count=1), headers=headers)).json()["workload_id"]
-        await reader.wait_for(lambda evs: any(isinstance(p, WorkloadPlacedV1) for p in of_workload(evs, first)))
+        first = (await client.post("/v1/workloads", json=spec(count=1), headers=headers)).json()[
+            "workload_id"
+        ]
+        await reader.wait_for(
+            lambda evs: any(isinstance(p, WorkloadPlacedV1) for p in of_workload(evs, first))
+        )
         await eventually(lambda: _used(client, "workloads", 1), what="usage counted in Redis")
 
         refused = await client.post("/v1/workloads", json=spec(count=1), headers=headers)
@@ -85,7 +90,10 @@ async def _rebuild_flow(isolation: Isolation, app: FastAPI, redis_url: str) -> N
         await register_gpus(isolation, count=4)
         await capacity_known(client, headers, 4)
         await client.put("/v1/admin/tenants/acme/quota", json={"gpus": 3}, headers=ADMIN_HEADERS)
-        ids = [(await client.post("/v1/workloads", json=spec(count=1), headers=headers)).json()["workload_id"] for _ in range(3)]
+        ids = [
+            (await client.post("/v1/workloads", json=spec(count=1), headers=headers)).json()["workload_id"]
+            for _ in range(3)
+        ]
         events = await reader.wait_for(
             lambda evs: all(any(isinstance(p, WorkloadPlacedV1) for p in of_workload(evs, w)) for w in ids),
             what="three placements",

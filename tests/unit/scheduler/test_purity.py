@@ -7,8 +7,8 @@ import pytest
 
 CORE = Path(__file__).resolve().parents[3] / "services" / "scheduler"
 MODULES = [
-    "backfill", "catalog", "cluster", "creation", "decisions", "errors", "fit", "index", "model",
-    "placement", "pools", "preemption", "priority", "quota", "reserved", "schedule_pass",
+    "advice", "backfill", "catalog", "cluster", "creation", "decisions", "errors", "fit", "index", "model",
+    "placement", "pools", "preemption", "priority", "quota", "reserved", "schedule_pass", "state",
 ]  # fmt: skip
 FORBIDDEN = ("asyncio", "asyncpg", "redis", "aiokafka", "httpx", "fastapi", "os", "socket", "libs", "time")
 

@@ -1,0 +1,233 @@
+"""Scheduler end to end: POST /v1/workloads over HTTP to the WorkloadPlacedV1 event seen on the broker.
+
+Runs the real app in-process (httpx ASGI transport, its runtime, consumers, placer and outbox relay) on
+the embedded broker, local Postgres and Redis, in a throw-away schema and topic prefix. Submits 100
+workloads per second for 20 s (open loop: each submission starts on schedule, whatever came before);
+a stand-in node agent starts and completes each job as soon as it is placed, so the fleet never fills.
+Target: p99 under 50 ms. Prints one JSON object per result line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import asyncpg
+import httpx
+from aiokafka import AIOKafkaConsumer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import BenchEnv, emit, log, percentile
+from libs.common.broker import EmbeddedBroker
+from libs.common.bus import create_producer
+from libs.common.events import EVENT_TYPES, Event, decode, encode, envelop, topics
+from libs.common.events.agent import WorkloadExitedV1, WorkloadStartedV1
+from libs.common.events.inventory import GpuRegisteredV1
+from libs.common.events.scheduler import WorkloadPlacedV1
+from libs.common.redis import Keyspace, create_redis
+from libs.common.settings import DEV_ADMIN_KEY
+from services.scheduler.app import create_app
+from services.scheduler.settings import SchedulerSettings
+
+BENCH = "scheduler.e2e"
+RATE_PER_S = 100
+SECONDS = int(os.environ.get("BENCH_SECONDS", "20"))
+NODES, GPUS_PER_NODE = 32, 8
+TARGET_P99_MS = 50.0
+ADMIN = {"X-API-Key": DEV_ADMIN_KEY}
+HTTP_MS: list[float] = []
+SPEC = {
+    "kind": "job",
+    "image": {"name": "pytorch", "version": "2.3"},
+    "resources": {"kind": "gpu", "model": "A100", "count": 1},
+    "network": {"vpc_id": "vpc-bench", "subnet_id": "subnet-bench", "security_group_id": "sg-bench"},
+    "urgency": 0.5,
+    "time_limit_s": 600,
+}
+
+
+class Watcher:
+    """Reads the scheduler topic, stamps each placement's arrival and plays the node agent for it."""
+
+    def __init__(self, *, bootstrap: str, prefix: str) -> None:
+        self.arrived: dict[str, float] = {}
+        self._prefix = prefix
+        self._consumer = AIOKafkaConsumer(
+            prefix + topics.SCHEDULER,
+            bootstrap_servers=bootstrap,
+            group_id=prefix + "bench",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=5,
+        )
+        self._producer = create_producer(bootstrap=bootstrap, client_id="bench-agent")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self._consumer.start()
+        await self._producer.start()
+        try:
+            while not stop.is_set():
+                batches = await self._consumer.getmany(timeout_ms=20)
+                now = time.perf_counter()
+                for records in batches.values():
+                    for record in records:
+                        _, payload = decode(record.value or b"", EVENT_TYPES)
+                        if isinstance(payload, WorkloadPlacedV1) and payload.workload_id not in self.arrived:
+                            self.arrived[payload.workload_id] = now
+                            await self._finish(payload)
+        finally:
+            await self._consumer.stop()
+            await self._producer.stop()
+
+    async def _finish(self, placed: WorkloadPlacedV1) -> None:
+        ids = {
+            "workload_id": placed.workload_id,
+            "tenant_id": placed.tenant_id,
+            "placement_id": placed.placement_id,
+            "node": placed.node,
+        }
+        for payload in (WorkloadStartedV1(**ids), WorkloadExitedV1(**ids, outcome="completed")):
+            await self._send(payload)
+
+    async def _send(self, payload: Event) -> None:
+        env = envelop(payload, source="bench")
+        await self._producer.send(
+            self._prefix + topics.NODE_AGENT, value=encode(env), key=env.subject.encode()
+        )
+
+
+async def register_fleet(bootstrap: str, prefix: str) -> None:
+    producer = create_producer(bootstrap=bootstrap, client_id="bench-inventory")
+    await producer.start()
+    try:
+        for n in range(NODES):
+            for i in range(GPUS_PER_NODE):
+                gpu = GpuRegisteredV1(
+                    gpu_uuid=f"GPU-{n}-{i}",
+                    node=f"node-{n}",
+                    index=i,
+                    model="A100",
+                    memory_bytes=80 * 1024**3,
+                    units=Decimal(8),
+                )
+                env = envelop(gpu, source="bench")
+                await producer.send(prefix + topics.INVENTORY, value=encode(env), key=env.subject.encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def submit_all(client: httpx.AsyncClient, headers: dict[str, str]) -> dict[str, float]:
+    sent: dict[str, float] = {}
+
+    async def one() -> None:
+        started = time.perf_counter()
+        response = await client.post("/v1/workloads", json=SPEC, headers=headers)
+        response.raise_for_status()
+        sent[response.json()["workload_id"]] = started
+        HTTP_MS.append((time.perf_counter() - started) * 1000)
+
+    tasks = []
+    begin = time.perf_counter()
+    for i in range(RATE_PER_S * SECONDS):
+        await asyncio.sleep(max(0.0, begin + i / RATE_PER_S - time.perf_counter()))
+        tasks.append(asyncio.create_task(one()))
+    await asyncio.gather(*tasks)
+    return sent
+
+
+async def wait_capacity(client: httpx.AsyncClient, headers: dict[str, str]) -> None:
+    for _ in range(600):
+        body = (await client.get("/v1/recommendations/gpu?memory_gb=1", headers=headers)).json()
+        if body["fleet_gpus"] >= NODES * GPUS_PER_NODE:
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the scheduler never learnt the fleet")
+
+
+async def run(env: BenchEnv, bootstrap: str) -> None:
+    settings = SchedulerSettings(
+        kafka_bootstrap_servers=bootstrap,
+        kafka_topic_prefix=env.topic_prefix,
+        database_url=env.database_url,
+        db_schema=env.schema("scheduler"),
+        redis_url=env.redis_url,
+        redis_prefix=f"bench{env.token}:",
+        log_json=False,
+        log_level="WARNING",
+        outbox_poll_interval_s=0.05,
+        pass_interval_s=0.5,
+        db_pool_max=20,
+    )
+    app = create_app(settings)
+    stop = asyncio.Event()
+    watcher = Watcher(bootstrap=bootstrap, prefix=env.topic_prefix)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench") as client,
+    ):
+        created = await client.post(
+            "/v1/admin/tenants", json={"tenant_id": "bench", "name": "Bench"}, headers=ADMIN
+        )
+        headers = {"X-API-Key": created.json()["key"]["api_key"]}
+        await register_fleet(bootstrap, env.topic_prefix)
+        await wait_capacity(client, headers)
+        watching = asyncio.create_task(watcher.run(stop))
+        log(f"submitting {RATE_PER_S}/s for {SECONDS}s")
+        sent = await submit_all(client, headers)
+        log(f"submitted {len(sent)}; {len(watcher.arrived)} placements seen so far")
+        deadline = time.monotonic() + 30
+        while len(set(sent) & set(watcher.arrived)) < len(sent) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        stop.set()
+        await watching
+    report(sent, watcher.arrived)
+
+
+def report(sent: dict[str, float], arrived: dict[str, float]) -> None:
+    latencies = [(arrived[w] - t) * 1000 for w, t in sent.items() if w in arrived]
+    emit(BENCH, "submitted", len(sent), "count")
+    if HTTP_MS:
+        emit(BENCH, "http_submit_p50_ms", percentile(HTTP_MS, 50), "ms")
+        emit(BENCH, "http_submit_p99_ms", percentile(HTTP_MS, 99), "ms")
+    emit(BENCH, "placed_observed", len(latencies), "count")
+    if not latencies:
+        return
+    p99 = percentile(latencies, 99)
+    emit(BENCH, "submit_to_placed_p50_ms", percentile(latencies, 50), "ms")
+    emit(BENCH, "submit_to_placed_p99_ms", p99, "ms")
+    emit(BENCH, "submit_to_placed_max_ms", max(latencies), "ms")
+    emit(BENCH, "submit_to_placed_p99_ms_vs_target", p99 / TARGET_P99_MS, "ratio", target=TARGET_P99_MS)
+
+
+async def cleanup(env: BenchEnv) -> None:
+    conn = await asyncpg.connect(env.database_url)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{env.schema("scheduler")}" CASCADE')
+    finally:
+        await conn.close()
+    redis = create_redis(env.redis_url)
+    try:
+        await Keyspace(f"bench{env.token}:").clear(redis)
+    finally:
+        await redis.aclose()
+
+
+def main() -> None:
+    env = BenchEnv.create()
+    log_path = Path(tempfile.gettempdir()) / f"bench-{env.token}-tansu.log"
+    with EmbeddedBroker(log_path=log_path) as broker:
+        try:
+            asyncio.run(run(env, broker.bootstrap))
+        finally:
+            asyncio.run(cleanup(env))
+
+
+if __name__ == "__main__":
+    main()
