@@ -18,8 +18,8 @@ from typing import Any
 from aiokafka import ConsumerRecord, TopicPartition
 
 from libs.common.bus.kafka import create_consumer
-from libs.common.events import EVENT_TYPES, EventDecodeError, decode, topics
-from libs.common.events.telemetry import FaultSignaledV1, SampleBatchV1
+from libs.common.events import EventDecodeError, topics
+from libs.common.events.telemetry import FaultSignaledV1
 from libs.common.runtime import BackgroundTask, ServiceRuntime
 from services.telemetry.observability import (
     FAULTS_DETECTED,
@@ -28,6 +28,7 @@ from services.telemetry.observability import (
     SAMPLES_INGESTED,
 )
 from services.telemetry.state import TelemetryState
+from services.telemetry.wire import WireBatch, decode_sample_batch
 
 __all__ = ["ingest_loop", "ingest_records"]
 
@@ -71,15 +72,14 @@ async def ingest_records(*, runtime: ServiceRuntime, state: TelemetryState, batc
             batch = _decode(record.value)
             if batch is None:
                 continue
-            data, event = batch
-            at = event.at.timestamp()
-            entries, recent = _entries(state, node=event.node, at=event.at.isoformat(), samples=data)
-            live.write_batch(pipe, node=event.node, entries=entries, recent=recent)
-            for sample in data:
-                state.rollups.add(node=event.node, at=at, sample=sample)
-                faults.extend(state.detector.observe(node=event.node, at=event.at, sample=sample))
+            at = batch.at.timestamp()
+            entries, recent = _entries(state, node=batch.node, at=batch.at.isoformat(), samples=batch.samples)
+            live.write_batch(pipe, node=batch.node, entries=entries, recent=recent)
+            for sample in batch.samples:
+                state.rollups.add(node=batch.node, at=at, sample=sample)
+                faults.extend(state.detector.observe(node=batch.node, at=batch.at, sample=sample))
             sampled_at.append(at)
-            SAMPLES_INGESTED.inc(len(data))
+            SAMPLES_INGESTED.inc(len(batch.samples))
     if sampled_at:
         await pipe.execute()
     done = time.time()
@@ -90,16 +90,14 @@ async def ingest_records(*, runtime: ServiceRuntime, state: TelemetryState, batc
     INGEST_BATCH_SECONDS.observe(time.perf_counter() - started)
 
 
-def _decode(raw: bytes | None) -> tuple[list[dict[str, Any]], SampleBatchV1] | None:
+def _decode(raw: bytes | None) -> WireBatch | None:
+    """A sample batch, or None: node rollups share the topic, and unreadable batches are skipped."""
     try:
-        envelope, event = decode(raw or b"", EVENT_TYPES)
+        return decode_sample_batch(raw or b"")
     except EventDecodeError as exc:
-        # A sample that cannot be read is only a lost second of one node: skip it, keep the stream moving.
+        # A batch that cannot be read is only a lost second of one node: keep the stream moving.
         log.warning("skipping undecodable sample batch: %s", exc)
         return None
-    if not isinstance(event, SampleBatchV1):
-        return None  # node rollups share the topic
-    return envelope.data["samples"], event
 
 
 def _entries(

@@ -33,11 +33,12 @@ from libs.common.events import (
 from libs.common.events import topics as t
 from libs.common.events.agent import SimFaultRequestedV1, WorkloadProfileSetV1
 from services.telemetry.agent.placements import PlacementBook
-from services.telemetry.agent.reports import lost_fault, node_discovered, sample_batch, xid_fault
+from services.telemetry.agent.reports import lost_fault, node_discovered, sample_dicts, xid_fault
 from services.telemetry.agent.setup import AgentSetup
 from services.telemetry.metrics import GpuLost
 from services.telemetry.settings import TelemetrySettings
 from services.telemetry.sim import FaultKind, UnknownGpu
+from services.telemetry.wire import encode_sample_batch
 from services.telemetry.xid import XidCounter
 
 __all__ = ["NodeAgent", "utc_now"]
@@ -201,16 +202,14 @@ class NodeAgent:
                 self._send(xid_fault(event, total=total))
             for reading in readings:
                 self._track_loss(reading)
-            self._send(
-                sample_batch(
-                    node=host,
-                    at=now,
-                    readings=readings,
-                    models=self._setup.models,
-                    allocations=allocations,
-                    xid_totals=self._xid_totals,
-                )
+            samples = sample_dicts(
+                readings=readings,
+                models=self._setup.models,
+                allocations=allocations,
+                xid_totals=self._xid_totals,
             )
+            value = encode_sample_batch(node=host, at=now, samples=samples, source=SOURCE)
+            self._queue(self._s.topic(t.TELEMETRY_SAMPLES), key=host.encode(), value=value)
         await self._flush()
 
     def _track_loss(self, reading: Any) -> None:
@@ -222,14 +221,12 @@ class NodeAgent:
             self._lost.discard(reading.gpu_uuid)
 
     def _send(self, payload: Event) -> None:
-        assert self._producer is not None
         envelope: Envelope = envelop(payload, source=SOURCE)
-        future = asyncio.ensure_future(
-            self._producer.send(
-                self._s.topic(topic_of(payload)), value=encode(envelope), key=envelope.subject.encode()
-            )
-        )
-        self._pending.append(future)
+        self._queue(self._s.topic(topic_of(payload)), key=envelope.subject.encode(), value=encode(envelope))
+
+    def _queue(self, topic: str, *, key: bytes, value: bytes) -> None:
+        assert self._producer is not None
+        self._pending.append(asyncio.ensure_future(self._producer.send(topic, value=value, key=key)))
 
     async def _flush(self) -> None:
         """Wait until every message of this tick is acknowledged by all in-sync replicas."""

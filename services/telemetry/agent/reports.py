@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 from libs.common.events.agent import DiscoveredGpu, DiscoveredMigInstance, NodeDiscoveredV1
 from libs.common.events.telemetry import FaultSignaledV1, GpuMetrics, SampleBatchV1
@@ -12,11 +13,34 @@ from services.telemetry.metrics import GpuLost, GpuReading, GpuSample, XidEvent
 from services.telemetry.probe import NodeDiscovery
 from services.telemetry.xid import XID_DESCRIPTIONS
 
-__all__ = ["Allocation", "lost_fault", "node_discovered", "sample_batch", "xid_fault"]
+__all__ = ["Allocation", "lost_fault", "node_discovered", "sample_batch", "sample_dicts", "xid_fault"]
 
 #: (workload_id, tenant_id) a GPU is allocated to.
 Allocation = tuple[str, str]
 _FAULT_NS = uuid.UUID("0d5b8a52-3c1e-4f8e-9a3c-1f2b7e6d4c10")
+
+
+def sample_dicts(
+    *,
+    readings: Iterable[GpuReading],
+    models: Mapping[str, str],
+    allocations: Mapping[str, Allocation],
+    xid_totals: Mapping[str, int],
+) -> list[dict[str, Any]]:
+    """GpuMetrics field dicts (None left out): one per GPU, lost ones flagged, one per MIG instance."""
+    samples: list[dict[str, Any]] = []
+    for reading in readings:
+        gpu = reading.gpu_uuid
+        common: dict[str, Any] = {"gpu": gpu, "index": reading.index, "model": models.get(gpu, "")}
+        common["xid_count"] = xid_totals.get(gpu, 0)
+        if gpu in allocations:
+            common["workload_id"], common["tenant_id"] = allocations[gpu]
+        if isinstance(reading, GpuLost):
+            samples.append({**common, "lost_reason": reading.reason})
+            continue
+        samples.append(_present({**common, **_metrics(reading)}))
+        samples.extend(_mig_metrics(reading, common))
+    return samples
 
 
 def sample_batch(
@@ -28,27 +52,16 @@ def sample_batch(
     allocations: Mapping[str, Allocation],
     xid_totals: Mapping[str, int],
 ) -> SampleBatchV1:
-    """One node's tick: a GpuMetrics per GPU (lost ones flagged) and per MIG instance."""
-    samples: list[GpuMetrics] = []
-    for reading in readings:
-        wl, tenant = allocations.get(reading.gpu_uuid, (None, None))
-        common: dict[str, object] = {
-            "gpu": reading.gpu_uuid,
-            "index": reading.index,
-            "model": models.get(reading.gpu_uuid, ""),
-            "workload_id": wl,
-            "tenant_id": tenant,
-            "xid_count": xid_totals.get(reading.gpu_uuid, 0),
-        }
-        if isinstance(reading, GpuLost):
-            samples.append(GpuMetrics.model_validate({**common, "lost_reason": reading.reason}))
-            continue
-        samples.append(GpuMetrics.model_validate({**common, **_metrics(reading)}))
-        samples.extend(_mig_metrics(reading, common))
-    return SampleBatchV1(node=node, at=at, samples=samples)
+    """The same tick as a validated SampleBatchV1 (the agent publishes the dicts through wire.py)."""
+    dicts = sample_dicts(readings=readings, models=models, allocations=allocations, xid_totals=xid_totals)
+    return SampleBatchV1(node=node, at=at, samples=[GpuMetrics.model_validate(d) for d in dicts])
 
 
-def _metrics(s: GpuSample) -> dict[str, object]:
+def _present(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _metrics(s: GpuSample) -> dict[str, Any]:
     return {
         "sm_util_pct": s.sm_util_pct,
         "mem_util_pct": s.mem_util_pct,
@@ -68,9 +81,9 @@ def _metrics(s: GpuSample) -> dict[str, object]:
     }
 
 
-def _mig_metrics(s: GpuSample, common: Mapping[str, object]) -> list[GpuMetrics]:
+def _mig_metrics(s: GpuSample, common: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [
-        GpuMetrics.model_validate(
+        _present(
             {
                 **common,
                 "gpu": m.mig_uuid,
