@@ -2,24 +2,24 @@
 
 The caller opens a REPEATABLE READ transaction, reads the totals (`export_totals`) and then streams
 the rows (`export_chunks`) in the same snapshot, so the totals sent ahead of the body are exactly
-those of the rows that follow. CSV and JSON Lines are encoded chunk by chunk; Parquet is written one
-row group per chunk to a temporary file (Parquet's footer comes last), which is then streamed.
+those of the rows that follow. Postgres encodes CSV and JSON Lines itself (COPY TO STDOUT), streamed
+through a bounded queue. Parquet needs its footer last: the CSV is spooled to a temporary file, read
+back by Arrow in bounded blocks, written one row group per block to a second temporary file, which
+is then streamed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import csv
-import io
-import json
+import contextlib
 import tempfile
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any, Literal
 
 import asyncpg
-import pyarrow as pa
+import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from services.billing.exports import COLUMNS, PARQUET_SCHEMA, ExportTotals
@@ -32,20 +32,29 @@ MEDIA_TYPES: dict[str, str] = {
     "jsonl": "application/x-ndjson",
     "parquet": "application/vnd.apache.parquet",
 }
-CHUNK_ROWS = 50_000
 _FILE_PIECE = 1 << 20
+_CSV_BLOCK = 8 << 20  # bytes of CSV per Arrow batch (one Parquet row group): bounds memory
 
-EXPORT_ROWS = """
-SELECT p.entry_id, e.source_event_id, p.at, p.tenant_id, p.project, p.account, p.debit_micro, p.credit_micro,
-       e.description, e.reverses_entry_id
+# Postgres formats the rows (COPY), which is several times faster than decoding records in Python.
+_ROWS = """
+SELECT p.entry_id, e.source_event_id, to_char(p.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
+       p.tenant_id, p.project, p.account, p.debit_micro, p.credit_micro, e.description, e.reverses_entry_id
 FROM postings p JOIN journal_entries e ON e.entry_id = p.entry_id
 WHERE p.tenant_id = $1 AND p.project = $2 AND p.at >= $3 AND p.at < $4
 ORDER BY p.at, p.posting_id
+"""
+EXPORT_CSV = _ROWS
+EXPORT_JSONL = f"""
+SELECT json_build_object('entry_id', r.entry_id, 'source_event_id', r.source_event_id, 'at', r.at,
+    'tenant_id', r.tenant_id, 'project', r.project, 'account', r.account, 'debit_micro', r.debit_micro,
+    'credit_micro', r.credit_micro, 'description', r.description, 'reverses_entry_id', r.reverses_entry_id)::text
+FROM ({_ROWS}) AS r
 """
 EXPORT_TOTALS = """
 SELECT count(*) AS rows, coalesce(sum(debit_micro), 0) AS debit, coalesce(sum(credit_micro), 0) AS credit
 FROM postings WHERE tenant_id = $1 AND project = $2 AND at >= $3 AND at < $4
 """
+_QUEUE_PIECES = 16  # COPY output waiting for a slow client: bounded, so memory is too
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,72 +79,79 @@ async def export_totals(conn: asyncpg.Connection[Any], request: ExportRequest) -
     return ExportTotals(rows=row["rows"], debit_micro=int(row["debit"]), credit_micro=int(row["credit"]))
 
 
-async def export_chunks(
-    conn: asyncpg.Connection[Any], request: ExportRequest, *, chunk_rows: int = CHUNK_ROWS
-) -> AsyncIterator[bytes]:
-    """The encoded export in pieces; `conn` must be inside a transaction (the cursor lives in it)."""
+async def export_chunks(conn: asyncpg.Connection[Any], request: ExportRequest) -> AsyncIterator[bytes]:
+    """The encoded export in pieces; `conn` must be inside the transaction that read the totals."""
     if request.format == "parquet":
-        async for piece in _parquet(conn, request, chunk_rows):
+        async for piece in _parquet(conn, request):
             yield piece
-        return
-    encode = _csv_chunk if request.format == "csv" else _jsonl_chunk
-    if request.format == "csv":
-        yield (",".join(COLUMNS) + "\n").encode()
-    async for records in _batches(conn, request, chunk_rows):
-        yield encode(records)
+    elif request.format == "csv":
+        async for piece in _copy(conn, EXPORT_CSV, request, header=True):
+            yield piece
+    else:  # one JSON object per line: CSV framing with quote and delimiter bytes JSON never contains
+        async for piece in _copy(conn, EXPORT_JSONL, request, header=False, quote="\x01", delimiter="\x02"):
+            yield piece
 
 
-async def _batches(
-    conn: asyncpg.Connection[Any], request: ExportRequest, chunk_rows: int
-) -> AsyncIterator[list[asyncpg.Record]]:
-    cursor = await conn.cursor(EXPORT_ROWS, *request.args())
-    while records := await cursor.fetch(chunk_rows):
-        yield records
-
-
-def _csv_chunk(records: Sequence[asyncpg.Record]) -> bytes:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerows(
-        (r[0], r[1], r[2].isoformat(), r[3], r[4], r[5], r[6], r[7], r[8], r[9] or "") for r in records
-    )
-    return buffer.getvalue().encode()
-
-
-def _jsonl_chunk(records: Sequence[asyncpg.Record]) -> bytes:
-    lines = []
-    for r in records:
-        values = (r[0], r[1], r[2].isoformat(), r[3], r[4], r[5], r[6], r[7], r[8], r[9])
-        lines.append(json.dumps(dict(zip(COLUMNS, values, strict=True))))
-    return ("\n".join(lines) + "\n").encode()
-
-
-async def _parquet(
-    conn: asyncpg.Connection[Any], request: ExportRequest, chunk_rows: int
+async def _copy(
+    conn: asyncpg.Connection[Any], query: str, request: ExportRequest, *, header: bool, **csv: str
 ) -> AsyncIterator[bytes]:
-    with tempfile.TemporaryFile() as spool:
-        writer = pq.ParquetWriter(spool, PARQUET_SCHEMA)
-        wrote = False
-        async for records in _batches(conn, request, chunk_rows):
-            table = _table(records)
-            await asyncio.to_thread(writer.write_table, table)  # compression is CPU work off the loop
-            wrote = True
-        if not wrote:
-            writer.write_table(PARQUET_SCHEMA.empty_table())
-        writer.close()
-        async for piece in _read_back(spool):
+    """COPY ... TO STDOUT as CSV, handed on through a bounded queue (back-pressure on Postgres)."""
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=_QUEUE_PIECES)
+
+    async def produce() -> None:
+        try:
+            await conn.copy_from_query(
+                query, *request.args(), output=queue.put, format="csv", header=header, **csv
+            )
+        except BaseException:
+            with contextlib.suppress(asyncio.QueueFull):  # the reader may be gone: never block on the way out
+                queue.put_nowait(None)
+            raise
+        await queue.put(None)
+
+    task = asyncio.create_task(produce())
+    try:
+        while (piece := await _next(queue, task)) is not None:
+            yield piece
+        await task  # surfaces a COPY error
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+async def _next(queue: asyncio.Queue[bytes | None], task: asyncio.Task[None]) -> bytes | None:
+    """The next piece; None at the end, or when the producer died without room to say so."""
+    while True:
+        try:
+            return await asyncio.wait_for(queue.get(), timeout=1.0)
+        except TimeoutError:
+            if task.done() and queue.empty():
+                return None
+
+
+async def _parquet(conn: asyncpg.Connection[Any], request: ExportRequest) -> AsyncIterator[bytes]:
+    """CSV from COPY spooled to disk, re-read in bounded blocks into Parquet row groups, then streamed."""
+    with tempfile.TemporaryFile() as csv_spool, tempfile.TemporaryFile() as out:
+        async for piece in _copy(conn, EXPORT_CSV, request, header=True):
+            csv_spool.write(piece)
+        await asyncio.to_thread(_csv_to_parquet, csv_spool, out)
+        out.seek(0)
+        while piece := out.read(_FILE_PIECE):
             yield piece
 
 
-def _table(records: Sequence[asyncpg.Record]) -> pa.Table:
-    columns = list(zip(*records, strict=True))
-    return pa.Table.from_arrays(
-        [pa.array(col, type=field.type) for col, field in zip(columns, PARQUET_SCHEMA, strict=True)],
-        schema=PARQUET_SCHEMA,
-    )
-
-
-async def _read_back(spool: IO[bytes]) -> AsyncIterator[bytes]:
-    spool.seek(0)
-    while piece := spool.read(_FILE_PIECE):
-        yield piece
+def _csv_to_parquet(source: IO[bytes], out: IO[bytes]) -> None:
+    source.seek(0)
+    reader = pacsv.open_csv(
+        source,
+        read_options=pacsv.ReadOptions(block_size=_CSV_BLOCK),
+        convert_options=pacsv.ConvertOptions(
+            column_types={f.name: f.type for f in PARQUET_SCHEMA}, strings_can_be_null=True,
+            quoted_strings_can_be_null=False,
+        ),
+    )  # fmt: skip
+    with pq.ParquetWriter(out, PARQUET_SCHEMA) as writer:
+        writer.write_table(PARQUET_SCHEMA.empty_table())
+        for batch in reader:
+            writer.write_batch(batch)

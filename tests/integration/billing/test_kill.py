@@ -1,0 +1,103 @@
+"""The billing process SIGKILLed in the middle of a burst of lifecycle events, then restarted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+
+import httpx
+
+from libs.common.events import topics
+from tests.integration.billing.helpers import ended, expected_micro, fetchval, placed
+from tests.integration.bus_fixtures import publish
+from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
+
+T0 = datetime(2025, 4, 1, 0, 0, tzinfo=UTC)
+WORKLOADS = 150
+MINUTES = 120
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(iso: Isolation, port: int) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": iso.infra.kafka,
+        "KAFKA_TOPIC_PREFIX": iso.topic_prefix,
+        "DATABASE_URL": iso.infra.database_url,
+        "DB_SCHEMA": iso.schema("billing"),
+        "REDIS_URL": iso.infra.redis_url,
+        "REDIS_PREFIX": iso.redis_prefix,
+        "BILLING_HTTP_PORT": str(port),
+        "BILLING_ACCRUAL_INTERVAL_S": "3600",
+        "LOG_LEVEL": "WARNING",
+    }
+    return subprocess.Popen([sys.executable, "-m", "services.billing"], env=env)
+
+
+async def _count(iso: Isolation, sql: str) -> int:
+    try:
+        return int(await fetchval(iso, sql))  # type: ignore[call-overload]
+    except Exception:  # the schema appears when the process has migrated
+        return 0
+
+
+async def test_billing_killed_mid_burst_and_restarted_ledger_equals_recomputed_usage(
+    isolation: Isolation,
+) -> None:
+    burst = []
+    for i in range(WORKLOADS):
+        burst += [placed(f"k{i}", at=T0), ended(f"k{i}", at=T0 + timedelta(minutes=MINUTES))]
+    await publish(isolation, burst, topic=topics.SCHEDULER)
+    port = _free_port()
+    first = _start(isolation, port)
+    try:
+        await eventually(
+            lambda: _count(isolation, "SELECT count(*) FROM allocations WHERE status = 'closed'"),
+            timeout=60, what="some charges posted",
+        )  # fmt: skip
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+    finally:
+        first.kill()
+    closed_at_kill = await _count(isolation, "SELECT count(*) FROM allocations WHERE status = 'closed'")
+    assert closed_at_kill < WORKLOADS, "the kill must land before the burst is done"
+
+    second = _start(isolation, port)
+    try:
+        await eventually(
+            lambda: _all_closed(isolation),
+            timeout=90,
+            interval=0.5,
+            what="restarted service to finish the burst",
+        )
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            recon = await eventually(lambda: _reconcile(client), timeout=30, what="reconciliation endpoint")
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(timeout=20)
+    assert recon == {"equal": True, "differences": [], "missing_keys": [], "unexpected_keys": []}
+    per_workload = expected_micro(units=8, seconds=[60] * MINUTES, micro_per_unit_hour=500_000)
+    total = await fetchval(isolation, "SELECT sum(amount_micro) FROM journal_entries")
+    assert total == WORKLOADS * per_workload
+    assert await fetchval(isolation, "SELECT count(*) FROM journal_entries") == WORKLOADS * MINUTES
+
+
+async def _all_closed(iso: Isolation) -> bool:
+    return await _count(iso, "SELECT count(*) FROM allocations WHERE status = 'closed'") == WORKLOADS
+
+
+async def _reconcile(client: httpx.AsyncClient) -> dict[str, object] | None:
+    try:
+        response = await client.get("/v1/admin/reconciliation", headers=ADMIN_HEADERS)
+    except httpx.TransportError:
+        return None
+    return response.json() if response.status_code == 200 else None  # type: ignore[no-any-return]
