@@ -42,9 +42,14 @@ LINES_PER_WORKLOAD = 1440
 def _lifecycle(i: int) -> list[bytes]:
     item = AllocationItem(gpu_uuid=f"GPU-{i}", units=Decimal(8), model="A100-80GB")
     placed = WorkloadPlacedV1(
-        workload_id=f"wl-{i}", tenant_id="acme", placement_id=f"p-{i}", node="n1", allocations=[item],
-        kind="job", tags={"project": "bench"},
-    )  # fmt: skip
+        workload_id=f"wl-{i}",
+        tenant_id="acme",
+        placement_id=f"p-{i}",
+        node="n1",
+        allocations=[item],
+        kind="job",
+        tags={"project": "bench"},
+    )
     ended = WorkloadEndedV1(
         workload_id=f"wl-{i}", tenant_id="acme", placement_id=f"p-{i}", outcome="completed"
     )
@@ -81,10 +86,15 @@ async def ingest(env: BenchEnv, bootstrap: str, workloads: int) -> None:
     from services.billing.settings import BillingSettings
 
     settings = BillingSettings(
-        kafka_bootstrap_servers=bootstrap, kafka_topic_prefix=env.topic_prefix, database_url=env.database_url,
-        db_schema=env.schema("billing"), redis_url=env.redis_url, redis_prefix=f"bench:{env.token}:",
-        log_json=False, accrual_interval_s=3600,
-    )  # fmt: skip
+        kafka_bootstrap_servers=bootstrap,
+        kafka_topic_prefix=env.topic_prefix,
+        database_url=env.database_url,
+        db_schema=env.schema("billing"),
+        redis_url=env.redis_url,
+        redis_prefix=f"bench:{env.token}:",
+        log_json=False,
+        accrual_interval_s=3600,
+    )
     app = create_app(settings)
     topic = env.topic_prefix + topics.SCHEDULER
     async with app.router.lifespan_context(app):
@@ -119,10 +129,25 @@ async def load_rows(env: BenchEnv, schema: str, rows: int) -> None:
 
 
 ENTRY_COLUMNS = [
-    "entry_id", "source_event_id", "at", "tenant_id", "project", "description", "allocation_id", "workload_id",
-    "resource", "pricing_class", "period_start", "period_end", "basis", "quantity_hours", "compute_unit_hours",
-    "price_id", "micro_per_hour", "amount_micro",
-]  # fmt: skip
+    "entry_id",
+    "source_event_id",
+    "at",
+    "tenant_id",
+    "project",
+    "description",
+    "allocation_id",
+    "workload_id",
+    "resource",
+    "pricing_class",
+    "period_start",
+    "period_end",
+    "basis",
+    "quantity_hours",
+    "compute_unit_hours",
+    "price_id",
+    "micro_per_hour",
+    "amount_micro",
+]
 POSTING_COLUMNS = ["entry_id", "account", "debit_micro", "credit_micro", "tenant_id", "project", "at"]
 
 
@@ -134,10 +159,27 @@ def _batch(first: int, count: int) -> tuple[list[tuple[object, ...]], list[tuple
         entry_id = f"charge:{key}"
         amount = 66_667
         entries.append(
-            (entry_id, key, start + timedelta(minutes=1), "acme", "bench", "A100-80GB on_demand 0.133333333 h",
-             f"a-{n // 1440}", f"wl-{n // 1440}", "A100-80GB", "on_demand", start, start + timedelta(minutes=1),
-             "compute_unit_hour", Decimal("0.133333333"), Decimal("0.133333333"), "seed", 500_000, amount)
-        )  # fmt: skip
+            (
+                entry_id,
+                key,
+                start + timedelta(minutes=1),
+                "acme",
+                "bench",
+                "A100-80GB on_demand 0.133333333 h",
+                f"a-{n // 1440}",
+                f"wl-{n // 1440}",
+                "A100-80GB",
+                "on_demand",
+                start,
+                start + timedelta(minutes=1),
+                "compute_unit_hour",
+                Decimal("0.133333333"),
+                Decimal("0.133333333"),
+                "seed",
+                500_000,
+                amount,
+            )
+        )
         at = start + timedelta(minutes=1)
         postings.append((entry_id, "tenant:acme:project:bench", amount, 0, "acme", "bench", at))
         postings.append((entry_id, "revenue:on_demand", 0, amount, "acme", "bench", at))
@@ -149,9 +191,12 @@ async def export_child(database_url: str, schema: str, fmt: str) -> None:
 
     conn = await asyncpg.connect(database_url, server_settings={"search_path": schema})
     request = ExportRequest(
-        tenant_id="acme", project="bench", start=T0, end=T0 + timedelta(days=3650),
+        tenant_id="acme",
+        project="bench",
+        start=T0,
+        end=T0 + timedelta(days=3650),
         format=fmt,  # type: ignore[arg-type]
-    )  # fmt: skip
+    )
     started = time.monotonic()
     size = 0
     async with conn.transaction(isolation="repeatable_read", readonly=True):
@@ -167,8 +212,11 @@ async def export_child(database_url: str, schema: str, fmt: str) -> None:
 def export(env: BenchEnv, schema: str, fmt: str) -> None:
     out = subprocess.run(
         [sys.executable, __file__, "--export-child", schema, "--formats", fmt],
-        check=True, capture_output=True, text=True, env={"DATABASE_URL": env.database_url},
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+        env={"DATABASE_URL": env.database_url},
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     extra = {"rows": result["rows"], "format": fmt, "bytes": result["bytes"]}
     emit("billing.export", "seconds", result["seconds"], "s", **extra)
@@ -187,7 +235,7 @@ async def _drop(env: BenchEnv, schema: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--workloads", type=int, default=40)
+    parser.add_argument("--workloads", type=int, default=20)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--formats", default="csv,parquet")
     parser.add_argument("--export-child", default=None, help=argparse.SUPPRESS)

@@ -26,6 +26,10 @@ __all__ = ["router"]
 
 router = APIRouter(tags=["ledger"])
 
+UPSERT_SCHEDULE = (
+    "INSERT INTO export_schedules (tenant_id, project, format, first_day) VALUES ($1, $2, $3, $4) "
+    "ON CONFLICT (tenant_id, project, format) DO UPDATE SET first_day = $4"
+)
 _BEGINNING = datetime(1970, 1, 1, tzinfo=UTC)
 _END_OF_TIME = datetime(9999, 1, 1, tzinfo=UTC)
 Start = Annotated[datetime | None, Query(description="Inclusive start (ISO 8601 with offset).")]
@@ -62,26 +66,46 @@ async def list_balances(request: Request, caller: Caller, tenant_id: TenantQ = N
 
 @router.get("/v1/charges")
 async def list_charges(
-    request: Request, caller: Caller, tenant_id: TenantQ = None, project: str | None = None,
-    workload_id: str | None = None, start: Start = None, end: End = None, limit: Limit = 1000, offset: Offset = 0,
-) -> list[dict[str, Any]]:  # fmt: skip
+    request: Request,
+    caller: Caller,
+    tenant_id: TenantQ = None,
+    project: str | None = None,
+    workload_id: str | None = None,
+    start: Start = None,
+    end: End = None,
+    limit: Limit = 1000,
+    offset: Offset = 0,
+) -> list[dict[str, Any]]:
     lo, hi = window(start, end)
     rows = await views.charges(
-        request.app.state.runtime.pool, tenant_id=tenant_filter(caller, tenant_id), project=project,
-        workload_id=workload_id, start=lo, end=hi, limit=limit, offset=offset,
-    )  # fmt: skip
+        request.app.state.runtime.pool,
+        tenant_id=tenant_filter(caller, tenant_id),
+        project=project,
+        workload_id=workload_id,
+        start=lo,
+        end=hi,
+        limit=limit,
+        offset=offset,
+    )
     return [dict(r) for r in rows]
 
 
 @router.get("/v1/ledger/entries")
 async def list_entries(
-    request: Request, caller: Caller, tenant_id: TenantQ = None, project: str | None = None,
-    limit: Limit = 1000, offset: Offset = 0,
-) -> list[dict[str, Any]]:  # fmt: skip
+    request: Request,
+    caller: Caller,
+    tenant_id: TenantQ = None,
+    project: str | None = None,
+    limit: Limit = 1000,
+    offset: Offset = 0,
+) -> list[dict[str, Any]]:
     rows = await views.entries_with_postings(
-        request.app.state.runtime.pool, tenant_id=tenant_filter(caller, tenant_id), project=project,
-        limit=limit, offset=offset,
-    )  # fmt: skip
+        request.app.state.runtime.pool,
+        tenant_id=tenant_filter(caller, tenant_id),
+        project=project,
+        limit=limit,
+        offset=offset,
+    )
     return [dict(r) for r in rows]
 
 
@@ -99,9 +123,13 @@ async def cost_analysis(
     if grouping not in views.GROUPINGS or (grouping == "tag") != bool(tag):
         raise Unprocessable("group_by must be project, team, model, day or tag:<key>", field="group_by")
     rows = await views.costs(
-        request.app.state.runtime.pool, tenant_id=tenant_filter(caller, tenant_id), group_by=grouping,
-        tag=tag or None, start=lo, end=hi,
-    )  # fmt: skip
+        request.app.state.runtime.pool,
+        tenant_id=tenant_filter(caller, tenant_id),
+        group_by=grouping,
+        tag=tag or None,
+        start=lo,
+        end=hi,
+    )
     groups = [
         {"key": r["key"], "amount_micro": r["amount_micro"], "compute_unit_hours": r["compute_unit_hours"]}
         for r in rows
@@ -175,8 +203,10 @@ async def schedule_export(project: str, body: ScheduleIn, request: Request, call
     tenant = one_tenant(caller, body.tenant_id)
     first = body.first_day or (datetime.now(UTC).date() - timedelta(days=1))
     await request.app.state.runtime.pool.execute(
-        "INSERT INTO export_schedules (tenant_id, project, format, first_day) VALUES ($1, $2, $3, $4) "
-        "ON CONFLICT (tenant_id, project, format) DO UPDATE SET first_day = $4",
-        tenant, project, body.format, first,
-    )  # fmt: skip
+        UPSERT_SCHEDULE,
+        tenant,
+        project,
+        body.format,
+        first,
+    )
     return {"tenant_id": tenant, "project": project, "format": body.format, "first_day": first.isoformat()}

@@ -18,7 +18,7 @@ from services.billing.prices import PriceBasis, PriceEntry, PricingClass, Resour
 from services.billing.reconciliation import reconcile_ledger
 from services.billing.settings import BillingSettings
 from services.billing.spot import spot_report
-from services.billing.store import PolicyStore, PriceStore
+from services.billing.store import SELECT_PRICES, PolicyStore, PriceStore
 
 __all__ = ["router"]
 
@@ -26,12 +26,14 @@ router = APIRouter(tags=["configuration"])
 
 UPSERT_BUDGET = """
 INSERT INTO budgets (tenant_id, project, limit_micro, thresholds, hard_stop) VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (tenant_id, project) DO UPDATE SET limit_micro = $3, thresholds = $4, hard_stop = $5, updated_at = now()
+ON CONFLICT (tenant_id, project)
+DO UPDATE SET limit_micro = $3, thresholds = $4, hard_stop = $5, updated_at = now()
 """
 SELECT_BUDGETS = """
 SELECT b.tenant_id, b.project, b.limit_micro, b.thresholds, b.hard_stop,
        coalesce(s.spent_micro, 0) AS spent_micro, coalesce(s.crossed, '{}') AS crossed
-FROM budgets b LEFT JOIN budget_state s ON s.tenant_id = b.tenant_id AND s.project = b.project AND s.month = $2
+FROM budgets b
+LEFT JOIN budget_state s ON s.tenant_id = b.tenant_id AND s.project = b.project AND s.month = $2
 WHERE ($1::text IS NULL OR b.tenant_id = $1) ORDER BY 1, 2
 """
 DELETE_BUDGET = "DELETE FROM budgets WHERE tenant_id = $1 AND project = $2 RETURNING 1"
@@ -65,9 +67,7 @@ class PriceIn(BaseModel):
 
 @router.get("/v1/prices")
 async def list_prices(request: Request, _: Caller) -> list[dict[str, Any]]:
-    rows = await request.app.state.runtime.pool.fetch(
-        "SELECT * FROM prices ORDER BY gpu_model, pricing_class, effective_from"
-    )
+    rows = await request.app.state.runtime.pool.fetch(SELECT_PRICES)
     return [dict(r) for r in rows]
 
 
@@ -76,10 +76,15 @@ async def create_price(body: PriceIn, request: Request, _: Admin) -> dict[str, A
     try:
         entry = PriceEntry(
             price_id=body.price_id,
-            resource=ResourceKey(gpu_model=body.gpu_model, mig_profile=body.mig_profile, share_of=body.share_of),
-            pricing_class=body.pricing_class, basis=body.basis, micro_per_hour=body.micro_per_hour,
-            effective_from=body.effective_from, effective_to=body.effective_to,
-        )  # fmt: skip
+            resource=ResourceKey(
+                gpu_model=body.gpu_model, mig_profile=body.mig_profile, share_of=body.share_of
+            ),
+            pricing_class=body.pricing_class,
+            basis=body.basis,
+            micro_per_hour=body.micro_per_hour,
+            effective_from=body.effective_from,
+            effective_to=body.effective_to,
+        )
     except ValueError as exc:
         raise Unprocessable(str(exc), field="effective_from") from exc
     async with request.app.state.runtime.uow() as uow:
@@ -211,24 +216,34 @@ async def spot_advice(request: Request, caller: Caller, tenant_id: TenantQ = Non
         usages = await views.spot_usages(uow.conn, tenant_id=tenant, since=since)
     report = spot_report(tenant_id=tenant, usages=usages, prices=prices, at=now)
     return {
-        "tenant_id": tenant, "window_days": _settings(request).spot_window_days,
-        "current_cost_micro": report.current_cost_micro, "saving_micro": report.saving_micro,
+        "tenant_id": tenant,
+        "window_days": _settings(request).spot_window_days,
+        "current_cost_micro": report.current_cost_micro,
+        "saving_micro": report.saving_micro,
         "saving_pct": str(report.saving_pct),
         "advices": [
-            {"workload_id": a.workload_id, "resource": a.resource.label(), "on_demand_micro": a.on_demand_micro,
-             "spot_micro": a.spot_micro, "saving_micro": a.saving_micro, "saving_pct": str(a.saving_pct)}
+            {
+                "workload_id": a.workload_id,
+                "resource": a.resource.label(),
+                "on_demand_micro": a.on_demand_micro,
+                "spot_micro": a.spot_micro,
+                "saving_micro": a.saving_micro,
+                "saving_pct": str(a.saving_pct),
+            }
             for a in report.advices
         ],
-    }  # fmt: skip
+    }
 
 
 @router.get("/v1/usage/decayed")
 async def get_decayed_usage(request: Request, caller: Caller, tenant_id: TenantQ = None) -> dict[str, Any]:
     half_life = timedelta(hours=_settings(request).usage_half_life_h)
     usage = await views.decayed_usage(
-        request.app.state.runtime.pool, now=datetime.now(UTC), half_life=half_life,
+        request.app.state.runtime.pool,
+        now=datetime.now(UTC),
+        half_life=half_life,
         tenant_id=tenant_filter(caller, tenant_id),
-    )  # fmt: skip
+    )
     return {
         "half_life_hours": _settings(request).usage_half_life_h,
         "tenants": {k: str(v) for k, v in usage.items()},

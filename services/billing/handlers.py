@@ -1,11 +1,11 @@
-"""Event handlers: scheduler lifecycle facts into allocations and charges, telemetry rollups into idle reclaim."""
+"""Event handlers: lifecycle facts into allocations and charges, telemetry rollups into idle reclaim."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 from datetime import datetime, timedelta
+from typing import Literal
 
 from libs.common.bus.consumer import Handler, HandlerContext
 from libs.common.events import Event
@@ -47,9 +47,12 @@ class BillingHandlers:
         )
         if violation is not None:
             await policies.flag(
-                workload_id=event.workload_id, placement_id=event.placement_id, tenant_id=event.tenant_id,
-                missing=violation.missing, at=at,
-            )  # fmt: skip
+                workload_id=event.workload_id,
+                placement_id=event.placement_id,
+                tenant_id=event.tenant_id,
+                missing=violation.missing,
+                at=at,
+            )
         placement = Placement(
             placement_id=event.placement_id,
             workload_id=event.workload_id,
@@ -72,16 +75,24 @@ class BillingHandlers:
     async def ended(self, event: WorkloadEndedV1, ctx: HandlerContext) -> None:
         """Close the placement at the event's time and post its final charges."""
         await close_placement(
-            ctx.uow, placement_id=event.placement_id, at=ctx.envelope.time, reason=EndReason(event.outcome),
-            event_id=ctx.envelope.id, config=self.metering,
-        )  # fmt: skip
+            ctx.uow,
+            placement_id=event.placement_id,
+            at=ctx.envelope.time,
+            reason=EndReason(event.outcome),
+            event_id=ctx.envelope.id,
+            config=self.metering,
+        )
 
     async def migrating(self, event: WorkloadMigratingV1, ctx: HandlerContext) -> None:
         """Close the placement being left; the new one is charged from its own placed event."""
         await close_placement(
-            ctx.uow, placement_id=event.from_placement_id, at=ctx.envelope.time, reason=EndReason.MIGRATED,
-            event_id=ctx.envelope.id, config=self.metering,
-        )  # fmt: skip
+            ctx.uow,
+            placement_id=event.from_placement_id,
+            at=ctx.envelope.time,
+            reason=EndReason.MIGRATED,
+            event_id=ctx.envelope.id,
+            config=self.metering,
+        )
 
     async def rollup(self, event: NodeRollupV1, ctx: HandlerContext) -> None:
         """Fold one minute of per-GPU utilisation into each running instance's idle state."""

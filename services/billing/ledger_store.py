@@ -23,10 +23,11 @@ __all__ = ["BudgetStore", "EntryRecord", "LedgerStore", "record_for_charge", "re
 Conn: TypeAlias = "asyncpg.Connection[Any]"
 
 INSERT_ENTRIES = """
-INSERT INTO journal_entries (entry_id, source_event_id, at, tenant_id, project, description, reverses_entry_id,
-    allocation_id, workload_id, resource, pricing_class, period_start, period_end, basis, quantity_hours,
-    compute_unit_hours, price_id, micro_per_hour, amount_micro)
-SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[],
+INSERT INTO journal_entries (entry_id, source_event_id, at, tenant_id, project, description,
+    reverses_entry_id, allocation_id, workload_id, resource, pricing_class, period_start, period_end, basis,
+    quantity_hours, compute_unit_hours, price_id, micro_per_hour, amount_micro)
+SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
+    $7::text[],
     $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[], $13::timestamptz[], $14::text[],
     $15::numeric[], $16::numeric[], $17::text[], $18::bigint[], $19::bigint[])
 ON CONFLICT DO NOTHING RETURNING entry_id
@@ -154,9 +155,12 @@ class BudgetStore:
         if row is None:
             return None
         return Budget(
-            tenant_id=tenant_id, project=project, limit_micro=row["limit_micro"],
-            thresholds=tuple(row["thresholds"]), hard_stop=row["hard_stop"],
-        )  # fmt: skip
+            tenant_id=tenant_id,
+            project=project,
+            limit_micro=row["limit_micro"],
+            thresholds=tuple(row["thresholds"]),
+            hard_stop=row["hard_stop"],
+        )
 
     async def state(self, tenant_id: str, project: str, month: str) -> BudgetState:
         """A project's spend in one month, locked until the transaction ends."""
@@ -194,7 +198,7 @@ def _entry_columns(records: Sequence[EntryRecord]) -> list[list[Any]]:
             r.price_id,
             r.micro_per_hour,
             r.amount_micro,
-        )  # fmt: skip
+        )
         for r in records
     ]
     return [list(column) for column in zip(*rows, strict=True)]
@@ -216,13 +220,27 @@ def _posting_columns(records: Sequence[EntryRecord]) -> list[list[Any]]:
 
 def _record(r: asyncpg.Record, postings: tuple[Posting, ...]) -> EntryRecord:
     entry = JournalEntry(
-        entry_id=r["entry_id"], source_event_id=r["source_event_id"], at=r["at"], description=r["description"],
-        tenant_id=r["tenant_id"], project=r["project"], postings=postings,
+        entry_id=r["entry_id"],
+        source_event_id=r["source_event_id"],
+        at=r["at"],
+        description=r["description"],
+        tenant_id=r["tenant_id"],
+        project=r["project"],
+        postings=postings,
         reverses_entry_id=r["reverses_entry_id"],
-    )  # fmt: skip
+    )
     return EntryRecord(
-        entry=entry, allocation_id=r["allocation_id"], workload_id=r["workload_id"], resource=r["resource"],
-        pricing_class=r["pricing_class"], period_start=r["period_start"], period_end=r["period_end"],
-        basis=r["basis"], quantity_hours=r["quantity_hours"], compute_unit_hours=r["compute_unit_hours"],
-        price_id=r["price_id"], micro_per_hour=r["micro_per_hour"], amount_micro=r["amount_micro"],
-    )  # fmt: skip
+        entry=entry,
+        allocation_id=r["allocation_id"],
+        workload_id=r["workload_id"],
+        resource=r["resource"],
+        pricing_class=r["pricing_class"],
+        period_start=r["period_start"],
+        period_end=r["period_end"],
+        basis=r["basis"],
+        quantity_hours=r["quantity_hours"],
+        compute_unit_hours=r["compute_unit_hours"],
+        price_id=r["price_id"],
+        micro_per_hour=r["micro_per_hour"],
+        amount_micro=r["amount_micro"],
+    )

@@ -109,9 +109,16 @@ async def run_daily_exports(runtime: ServiceRuntime, *, directory: Path, today: 
         path = directory / request.tenant_id / request.project / f"{day.isoformat()}.{fmt}"
         totals = await write_export_file(runtime.pool, request, path)
         await runtime.pool.execute(
-            RECORD_RUN, request.tenant_id, request.project, fmt, day, str(path), totals.rows,
-            totals.debit_micro, totals.credit_micro,
-        )  # fmt: skip
+            RECORD_RUN,
+            request.tenant_id,
+            request.project,
+            fmt,
+            day,
+            str(path),
+            totals.rows,
+            totals.debit_micro,
+            totals.credit_micro,
+        )
         written += 1
     return written
 

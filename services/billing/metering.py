@@ -42,7 +42,7 @@ class MeteringConfig:
 async def open_placement(
     uow: UnitOfWork, *, placement: Placement, kind: str, at: datetime, event_id: str, config: MeteringConfig
 ) -> None:
-    """Open the placement's allocations at `at`; nothing is rated yet. Closes at once if its end came first."""
+    """Open the placement's allocations at `at` (nothing rated yet); close them if its end came first."""
     store = Store(uow.conn)
     await store.record_fact(event_id=event_id, kind="placed", placement_id=placement.placement_id, at=at)
     prices = await PriceStore(uow.conn).price_list()
@@ -81,9 +81,12 @@ async def accrue(uow: UnitOfWork, *, now: datetime, config: MeteringConfig) -> i
     for row in rows:
         target = min(now, row.rated_until + config.max_span)
         rating = rate(
-            allocation=row.allocation, rated_until=row.rated_until, now=target, prices=prices,
+            allocation=row.allocation,
+            rated_until=row.rated_until,
+            now=target,
+            prices=prices,
             interval=config.interval,
-        )  # fmt: skip
+        )
         records.extend(record_for_charge(line) for line in rating.lines)
         await store.set_rated(row.allocation.allocation_id, rating.rated_until)
     await post(uow, records)
@@ -116,9 +119,14 @@ async def _close_rows(
 
 
 async def _final_records(
-    uow: UnitOfWork, row: AllocationRow, *, at: datetime, reason: EndReason, prices: PriceList,
+    uow: UnitOfWork,
+    row: AllocationRow,
+    *,
+    at: datetime,
+    reason: EndReason,
+    prices: PriceList,
     config: MeteringConfig,
-) -> list[EntryRecord]:  # fmt: skip
+) -> list[EntryRecord]:
     allocation = row.allocation
     end = max(at, allocation.started_at)
     records: list[EntryRecord] = []
@@ -156,10 +164,14 @@ async def _evaluate_budget(
         states[month] = decision.state
         for threshold in decision.newly_crossed:
             event = BudgetThresholdCrossedV1(
-                tenant_id=tenant_id, project=project, month=month, threshold_pct=threshold,
-                spend_micros=decision.state.spent_micro, budget_micros=budget.limit_micro,
+                tenant_id=tenant_id,
+                project=project,
+                month=month,
+                threshold_pct=threshold,
+                spend_micros=decision.state.spent_micro,
+                budget_micros=budget.limit_micro,
                 hard_stop=decision.hard_stop,
-            )  # fmt: skip
+            )
             await uow.emit(event, tenant=tenant_id)
     for state in states.values():
         await budgets.save_state(tenant_id, project, state)

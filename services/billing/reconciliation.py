@@ -1,4 +1,4 @@
-"""Reconciliation against the database: rebuild usage from the stored lifecycle facts and compare to the ledger.
+"""Reconciliation against the database: usage rebuilt from the stored lifecycle facts versus the ledger.
 
 Closed allocations are recomputed in full; an open one up to the instant it is rated to (accrual
 keeps that within one interval of now), so the check is exact at any time, not only when idle.
@@ -19,7 +19,10 @@ from services.billing.store import AllocationRow, PriceStore, Store
 
 __all__ = ["reconcile_ledger"]
 
-ALL_ENTRIES = "SELECT entry_id, source_event_id, at, tenant_id, project, description, reverses_entry_id FROM journal_entries"
+ALL_ENTRIES = (
+    "SELECT entry_id, source_event_id, at, tenant_id, project, description, reverses_entry_id "
+    "FROM journal_entries"
+)
 ALL_POSTINGS = "SELECT entry_id, account, debit_micro, credit_micro FROM postings"
 
 
@@ -78,6 +81,6 @@ async def _entries(conn: asyncpg.Connection[Any]) -> list[JournalEntry]:
             project=r["project"],
             postings=tuple(postings[r["entry_id"]]),
             reverses_entry_id=r["reverses_entry_id"],
-        )  # fmt: skip
+        )
         for r in await conn.fetch(ALL_ENTRIES)
     ]

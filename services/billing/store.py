@@ -21,7 +21,8 @@ Conn: TypeAlias = "asyncpg.Connection[Any]"
 SELECT_PRICES = "SELECT * FROM prices ORDER BY effective_from, price_id"
 INSERT_PRICE = (
     "INSERT INTO prices (price_id, gpu_model, mig_profile, share_of, pricing_class, basis, micro_per_hour, "
-    "effective_from, effective_to) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING RETURNING 1"
+    "effective_from, effective_to) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "
+    "ON CONFLICT DO NOTHING RETURNING 1"
 )
 INSERT_ALLOCATION = (
     "INSERT INTO allocations (allocation_id, placement_id, workload_id, tenant_id, project, kind, gpu_model, "
@@ -44,11 +45,17 @@ INSERT_FACT = (
     "INSERT INTO lifecycle_facts (event_id, kind, placement_id, at, end_reason) VALUES ($1, $2, $3, $4, $5) "
     "ON CONFLICT DO NOTHING"
 )
-FIRST_END_FACT = "SELECT at, end_reason FROM lifecycle_facts WHERE placement_id = $1 AND kind = 'ended' ORDER BY at LIMIT 1"
+FIRST_END_FACT = (
+    "SELECT at, end_reason FROM lifecycle_facts "
+    "WHERE placement_id = $1 AND kind = 'ended' ORDER BY at LIMIT 1"
+)
 SELECT_FACTS = "SELECT kind, placement_id, at, end_reason FROM lifecycle_facts ORDER BY fact_id"
 SELECT_WORKLOAD = "SELECT tenant_id, kind FROM allocations WHERE workload_id = $1 AND status = 'open' LIMIT 1"
 SELECT_TENANT_TAGS = "SELECT tags FROM tenant_tags WHERE tenant_id = $1"
-UPSERT_TENANT_TAGS = "INSERT INTO tenant_tags (tenant_id, tags) VALUES ($1, $2) ON CONFLICT (tenant_id) DO UPDATE SET tags = $2"
+UPSERT_TENANT_TAGS = (
+    "INSERT INTO tenant_tags (tenant_id, tags) VALUES ($1, $2) "
+    "ON CONFLICT (tenant_id) DO UPDATE SET tags = $2"
+)
 SELECT_POLICY = "SELECT required FROM tag_policies WHERE tenant_id = $1"
 UPSERT_POLICY = (
     "INSERT INTO tag_policies (tenant_id, required) VALUES ($1, $2) "
@@ -61,7 +68,8 @@ INSERT_VIOLATION = (
 SELECT_IDLE = "SELECT * FROM idle_state WHERE workload_id = $1"
 UPSERT_IDLE = (
     "INSERT INTO idle_state (workload_id, tenant_id, idle_since, observed_until, warned_at, "
-    "release_requested_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (workload_id) DO UPDATE SET idle_since = $3, "
+    "release_requested_at) VALUES ($1, $2, $3, $4, $5, $6) "
+    "ON CONFLICT (workload_id) DO UPDATE SET idle_since = $3, "
     "observed_until = $4, warned_at = $5, release_requested_at = $6"
 )
 INSERT_IDLE_ACTION = (
@@ -96,10 +104,18 @@ class PriceStore:
         r = entry.resource
         return bool(
             await self._conn.fetchval(
-                INSERT_PRICE, entry.price_id, r.gpu_model, r.mig_profile, r.share_of,
-                entry.pricing_class.value, entry.basis.value, entry.micro_per_hour, entry.effective_from, entry.effective_to,
+                INSERT_PRICE,
+                entry.price_id,
+                r.gpu_model,
+                r.mig_profile,
+                r.share_of,
+                entry.pricing_class.value,
+                entry.basis.value,
+                entry.micro_per_hour,
+                entry.effective_from,
+                entry.effective_to,
             )
-        )  # fmt: skip
+        )
 
 
 class Store:
@@ -113,11 +129,23 @@ class Store:
         a, r = allocation, allocation.resource
         return bool(
             await self._conn.fetchval(
-                INSERT_ALLOCATION, a.allocation_id, placement_id, a.workload_id, a.tenant_id, a.project, kind,
-                r.gpu_model, r.mig_profile, r.share_of, a.pricing_class.value, a.compute_units, a.gpus,
-                dict(a.tags), a.started_at,
+                INSERT_ALLOCATION,
+                a.allocation_id,
+                placement_id,
+                a.workload_id,
+                a.tenant_id,
+                a.project,
+                kind,
+                r.gpu_model,
+                r.mig_profile,
+                r.share_of,
+                a.pricing_class.value,
+                a.compute_units,
+                a.gpus,
+                dict(a.tags),
+                a.started_at,
             )
-        )  # fmt: skip
+        )
 
     async def lock_placement(self, placement_id: str) -> list[AllocationRow]:
         """A placement's allocations, locked until the transaction ends."""
@@ -175,16 +203,23 @@ class Store:
         if row is None:
             return IdleState()
         return IdleState(
-            idle_since=row["idle_since"], observed_until=row["observed_until"],
-            warned_at=row["warned_at"], release_requested_at=row["release_requested_at"],
-        )  # fmt: skip
+            idle_since=row["idle_since"],
+            observed_until=row["observed_until"],
+            warned_at=row["warned_at"],
+            release_requested_at=row["release_requested_at"],
+        )
 
     async def save_idle(self, *, workload_id: str, tenant_id: str, state: IdleState) -> None:
         """Store the idle detector's state for a workload."""
         await self._conn.execute(
-            UPSERT_IDLE, workload_id, tenant_id, state.idle_since, state.observed_until,
-            state.warned_at, state.release_requested_at,
-        )  # fmt: skip
+            UPSERT_IDLE,
+            workload_id,
+            tenant_id,
+            state.idle_since,
+            state.observed_until,
+            state.warned_at,
+            state.release_requested_at,
+        )
 
     async def record_idle_action(
         self, *, workload_id: str, tenant_id: str, stage: str, idle_hours: float, at: datetime

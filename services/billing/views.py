@@ -54,7 +54,8 @@ GROUPINGS: dict[str, str] = {
     "tag": f"coalesce(nullif(a.tags->>$4::text, ''), '{UNTAGGED}')",
 }
 _COSTS = """
-SELECT {expr} AS key, sum(e.amount_micro)::bigint AS amount_micro, sum(e.compute_unit_hours) AS compute_unit_hours
+SELECT {expr} AS key, sum(e.amount_micro)::bigint AS amount_micro,
+       sum(e.compute_unit_hours) AS compute_unit_hours
 FROM journal_entries e JOIN allocations a ON a.allocation_id = e.allocation_id
 WHERE ($1::text IS NULL OR e.tenant_id = $1) AND e.at >= $2 AND e.at < $3
 GROUP BY 1 ORDER BY 1
@@ -87,9 +88,16 @@ async def balances(conn: Conn, *, tenant_id: str | None) -> list[asyncpg.Record]
 
 
 async def charges(
-    conn: Conn, *, tenant_id: str | None, project: str | None, workload_id: str | None,
-    start: datetime, end: datetime, limit: int, offset: int,
-) -> list[asyncpg.Record]:  # fmt: skip
+    conn: Conn,
+    *,
+    tenant_id: str | None,
+    project: str | None,
+    workload_id: str | None,
+    start: datetime,
+    end: datetime,
+    limit: int,
+    offset: int,
+) -> list[asyncpg.Record]:
     """Charge lines and reversals, oldest first."""
     return list(await conn.fetch(CHARGES, tenant_id, project, workload_id, start, end, limit, offset))
 

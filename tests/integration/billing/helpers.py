@@ -15,10 +15,19 @@ from tests.integration.support import Isolation
 
 
 def placed(
-    placement_id: str, *, at: datetime, tenant: str = "acme", project: str = "vision", model: str = "A100-80GB",
-    units: str = "8", gpus: int = 1, profile: str | None = None, pricing_class: str = "on_demand",
-    kind: str = "job", tags: dict[str, str] | None = None,
-) -> Envelope:  # fmt: skip
+    placement_id: str,
+    *,
+    at: datetime,
+    tenant: str = "acme",
+    project: str = "vision",
+    model: str = "A100-80GB",
+    units: str = "8",
+    gpus: int = 1,
+    profile: str | None = None,
+    pricing_class: str = "on_demand",
+    kind: str = "job",
+    tags: dict[str, str] | None = None,
+) -> Envelope:
     items = [
         AllocationItem(
             gpu_uuid=f"GPU-{placement_id}-{i}",
@@ -26,23 +35,29 @@ def placed(
             units=Decimal(units),
             model=model,
             profile=profile,
-        )  # fmt: skip
+        )
         for i in range(gpus)
     ]
     payload = WorkloadPlacedV1(
-        workload_id=f"wl-{placement_id}", tenant_id=tenant, placement_id=placement_id, node="node-1",
-        allocations=items, kind=kind,  # type: ignore[arg-type]
+        workload_id=f"wl-{placement_id}",
+        tenant_id=tenant,
+        placement_id=placement_id,
+        node="node-1",
+        allocations=items,
+        kind=kind,  # type: ignore[arg-type]
         pricing_class=pricing_class,  # type: ignore[arg-type]
         tags={"project": project, **(tags or {})},
-    )  # fmt: skip
+    )
     return envelop(payload, source="test", tenant=tenant, time=at)
 
 
 def ended(placement_id: str, *, at: datetime, tenant: str = "acme", outcome: str = "completed") -> Envelope:
     payload = WorkloadEndedV1(
-        workload_id=f"wl-{placement_id}", tenant_id=tenant, placement_id=placement_id,
+        workload_id=f"wl-{placement_id}",
+        tenant_id=tenant,
+        placement_id=placement_id,
         outcome=outcome,  # type: ignore[arg-type]
-    )  # fmt: skip
+    )
     return envelop(payload, source="test", tenant=tenant, time=at)
 
 
@@ -63,7 +78,9 @@ async def fetchval(iso: Isolation, sql: str, *args: object) -> object:
 
 async def ledger_total(iso: Isolation, tenant: str, project: str) -> int:
     value = await fetchval(
-        iso, "SELECT coalesce(sum(amount_micro), 0) FROM journal_entries WHERE tenant_id = $1 AND project = $2",
-        tenant, project,
-    )  # fmt: skip
+        iso,
+        "SELECT coalesce(sum(amount_micro), 0) FROM journal_entries WHERE tenant_id = $1 AND project = $2",
+        tenant,
+        project,
+    )
     return int(value)  # type: ignore[call-overload]

@@ -62,8 +62,9 @@ async def test_billing_killed_mid_burst_and_restarted_ledger_equals_recomputed_u
     try:
         await eventually(
             lambda: _count(isolation, "SELECT count(*) FROM allocations WHERE status = 'closed'"),
-            timeout=60, what="some charges posted",
-        )  # fmt: skip
+            timeout=60,
+            what="some charges posted",
+        )
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
     finally:

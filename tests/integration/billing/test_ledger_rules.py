@@ -8,10 +8,9 @@ import asyncpg
 import pytest
 
 from libs.common.db import migrate, service_migrations
-from libs.common.events import topics
+from libs.common.events import envelop, topics
 from libs.common.events.billing import BudgetThresholdCrossedV1, IdleReclaimV1
 from libs.common.events.telemetry import GpuRollup, NodeRollupV1
-from libs.common.events import envelop
 from services.billing.app import create_app
 from services.billing.rating import floor_to_grid
 from services.billing.settings import BillingSettings
@@ -78,7 +77,7 @@ async def test_end_after_accrual_reverses_the_overrun_crosses_budgets_and_idle_i
                         gpu="GPU-p1-0", sm_util_max=1.0, samples=60, workload_id="wl-p1", tenant_id="acme"
                     )
                 ],
-            )  # fmt: skip
+            )
             for m in range(6)
         ]
         await publish(isolation, [envelop(r, source="test") for r in rollups], topic=topics.TELEMETRY_SAMPLES)
@@ -86,9 +85,13 @@ async def test_end_after_accrual_reverses_the_overrun_crosses_budgets_and_idle_i
             bootstrap=isolation.infra.kafka, topic=isolation.topic_prefix + topics.BILLING
         ) as r:
             await r.wait_for(
-                lambda evs: {p.stage for _, p in evs if isinstance(p, IdleReclaimV1)} == {"warning", "release_requested"},
-                timeout=30, what="idle warning then release request",
-            )  # fmt: skip
+                lambda evs: (
+                    {p.stage for _, p in evs if isinstance(p, IdleReclaimV1)}
+                    == {"warning", "release_requested"}
+                ),
+                timeout=30,
+                what="idle warning then release request",
+            )
             await publish(
                 isolation, [ended("p1", at=t0 + timedelta(minutes=5, seconds=30))], topic=topics.SCHEDULER
             )
@@ -100,8 +103,9 @@ async def test_end_after_accrual_reverses_the_overrun_crosses_budgets_and_idle_i
             assert reversals == 5  # minutes 5..9 charged by accrual, undone; minute 5 re-rated to its half
             events = await r.wait_for(
                 lambda evs: sum(isinstance(p, BudgetThresholdCrossedV1) for _, p in evs) >= 3,
-                timeout=30, what="budget thresholds",
-            )  # fmt: skip
+                timeout=30,
+                what="budget thresholds",
+            )
         crossed = sorted(p.threshold_pct for _, p in events if isinstance(p, BudgetThresholdCrossedV1))
         assert crossed == [50, 80, 100]  # each once, although spend went above 100% and back
         recon = await client.get("/v1/admin/reconciliation", headers=ADMIN_HEADERS)

@@ -23,9 +23,20 @@ ALLOWED_ROOTS = {
 }
 # The IO adapters and the service shell around the core; everything else in the package is core.
 ADAPTERS = {
-    "__main__.py", "api.py", "api_config.py", "app.py", "export_stream.py", "handlers.py", "ledger_store.py",
-    "loops.py", "metering.py", "reconciliation.py", "settings.py", "store.py", "views.py",
-}  # fmt: skip
+    "__main__.py",
+    "api.py",
+    "api_config.py",
+    "app.py",
+    "export_stream.py",
+    "handlers.py",
+    "ledger_store.py",
+    "loops.py",
+    "metering.py",
+    "reconciliation.py",
+    "settings.py",
+    "store.py",
+    "views.py",
+}
 
 
 def _imports(path: Path) -> set[str]:
