@@ -18,8 +18,9 @@ from services.alerting.alerts import Alert, AlertStatus, fingerprint
 from services.alerting.evaluation import Sample, SeriesState, evaluate, retire_rule, series_key, tick
 from services.alerting.grouping import AlertGroup, Groups, Notification, due_notifications, ingest
 from services.alerting.inhibition import DEFAULT_INHIBIT_RULES, InhibitRule, muter
+from services.alerting.matchers import matches_all
 from services.alerting.routing import RoutingTree
-from services.alerting.rules import GPU_LOST_METRIC, Rule, RuleKind
+from services.alerting.rules import GPU_LOST_METRIC, Comparator, Rule, RuleKind
 from services.alerting.signals import Signal, SignalKind
 from services.alerting.silences import Silence
 from services.alerting.state import EvaluationConfig, Transition, TransitionKind, transition
@@ -27,6 +28,8 @@ from services.alerting.state import EvaluationConfig, Transition, TransitionKind
 __all__ = ["Changes", "Engine", "EventAlert"]
 
 _NOTIFIED = (TransitionKind.FIRING, TransitionKind.RESOLVED)
+# Comparators under which a flat counter (increase shrinking towards 0) cannot start to hold.
+_GROWTH = (Comparator.GT, Comparator.GE)
 
 
 class EventAlert(BaseModel):
@@ -78,6 +81,11 @@ class Engine:
         self._watermarks: dict[str, datetime] = {}
         self._gpu_series: dict[str, str] = {}
         self._persisted_groups: Groups = {}
+        self._keys: dict[tuple[tuple[str, str], ...], str] = {}
+        self._seen: dict[str, datetime] = {}
+        self._applicable: dict[str, tuple[Rule, ...]] = {}
+        self._sample_rules: tuple[Rule, ...] = ()
+        self.metrics: frozenset[str] = frozenset()
         self._changes = Changes()
 
     def restore(
@@ -110,6 +118,9 @@ class Engine:
         kept = {r.name: r for r in rules}
         gone = [r for r in self.rules if kept.get(r.name) != r]
         self.rules, self.tree, self.silences = tuple(rules), tree, tuple(silences)
+        self._sample_rules = tuple(r for r in rules if r.kind is not RuleKind.ABSENT)
+        self.metrics = frozenset(r.metric for r in rules)
+        self._applicable.clear()
         for rule in gone:
             for key, state in list(self.series.items()):
                 if rule.name in state.alerts:
@@ -119,22 +130,60 @@ class Engine:
 
     def observe(self, *, node: str, at: datetime, samples: Sequence[Sample], now: datetime) -> int:
         """Evaluate one node's batch taken at `at`; returns how many samples were evaluated."""
-        rules = [r for r in self.rules if r.kind is not RuleKind.ABSENT]
         done = 0
         for sample in samples:
-            key = series_key(sample.labels)
+            key = self._key(sample.labels)
             mark = self._watermarks.get(key)
             if mark is not None:
                 if at <= mark:
                     continue  # redelivered: this sample's effects are already persisted
                 del self._watermarks[key]
-            step = evaluate(state=self.series.get(key), sample=sample, rules=rules, now=at)
+            done += 1
+            state = self.series.get(key)
+            if state is not None and self._quiet(key, state, sample):
+                self._seen[key] = at  # nothing can change but the time it was last seen
+                continue
+            step = evaluate(state=self._current(key), sample=sample, rules=self._sample_rules, now=at)
             self._apply_series(key, step.state, step.transitions, now)
             self._gpu_series[sample.labels.get("gpu", "")] = key
-            done += 1
         if samples:
             self._observe_node(node, samples[0], at, now)
         return done
+
+    def _key(self, labels: Mapping[str, str]) -> str:
+        # Labels arrive in a fixed order per series, so their items identify it without hashing JSON.
+        items = tuple(labels.items())
+        key = self._keys.get(items)
+        if key is None:
+            key = self._keys[items] = series_key(labels)
+        return key
+
+    def _quiet(self, key: str, state: SeriesState, sample: Sample) -> bool:
+        """True when evaluate() could only move last_seen: no alert held, no rule holds, counters flat."""
+        if state.alerts:
+            return False
+        applicable = self._applicable.get(key)
+        if applicable is None:
+            applicable = self._applicable[key] = tuple(
+                r for r in self._sample_rules if matches_all(r.scope(), state.labels)
+            )
+        for rule in applicable:
+            value = sample.values.get(rule.metric)
+            if value is None:
+                continue
+            if rule.kind is RuleKind.INCREASE:
+                points = state.counters.get(rule.metric)
+                if not points or points[-1].value != value or rule.comparator not in _GROWTH:
+                    return False
+            elif rule.condition(value):
+                return False
+        return True
+
+    def _current(self, key: str) -> SeriesState | None:
+        state, seen = self.series.get(key), self._seen.pop(key, None)
+        if state is not None and seen is not None and seen > state.last_seen:
+            state = self.series[key] = state.model_copy(update={"last_seen": seen})
+        return state
 
     def signal(self, signal: Signal, *, now: datetime) -> None:
         """Apply an event-raised signal (already deduplicated by the consumer's inbox)."""
@@ -149,8 +198,11 @@ class Engine:
     def tick(self, *, now: datetime) -> None:
         """Advance `for`, keep_firing_for, staleness, absence and event-alert timers, then flush groups."""
         for key, state in list(self.series.items()):
-            if state.alerts or now - state.last_seen >= self._config.staleness:
-                step = tick(state=state, rules=self.rules, now=now, config=self._config)
+            seen = max(state.last_seen, self._seen.get(key, state.last_seen))
+            if state.alerts or now - seen >= self._config.staleness:
+                current = self._current(key)
+                assert current is not None
+                step = tick(state=current, rules=self.rules, now=now, config=self._config)
                 self._apply_series(key, step.state, step.transitions, now)
         for name, node in list(self.nodes.items()):
             node_step = tick_node(state=node, rules=self.rules, now=now, config=self._config)
@@ -188,6 +240,8 @@ class Engine:
     ) -> None:
         if state is None:
             self.series.pop(key, None)
+            self._seen.pop(key, None)
+            self._applicable.pop(key, None)
         else:
             self.series[key] = state
         changed = list(transitions)

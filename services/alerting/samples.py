@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Protocol
 
 from services.alerting.evaluation import Sample
@@ -43,8 +43,8 @@ def _labels(node: str, reading: GpuReading) -> dict[str, str]:
     return labels
 
 
-def _values(reading: GpuReading) -> dict[str, float]:
-    values = {name: float(v) for name in _FIELDS if (v := getattr(reading, name, None)) is not None}
+def _values(reading: GpuReading, fields: Iterable[str]) -> dict[str, float]:
+    values = {name: float(v) for name in fields if (v := getattr(reading, name, None)) is not None}
     pct = reading.fb_used_pct
     if pct is not None:
         values["fb_used_pct"] = pct
@@ -53,11 +53,14 @@ def _values(reading: GpuReading) -> dict[str, float]:
     return values
 
 
-def to_sample(*, node: str, reading: GpuReading) -> Sample:
+def to_sample(*, node: str, reading: GpuReading, fields: Iterable[str] = _FIELDS) -> Sample:
     """One GPU reading as a Sample (built without re-validation: it is on the hot path)."""
-    return Sample.model_construct(labels=_labels(node, reading), values=_values(reading))
+    return Sample.model_construct(labels=_labels(node, reading), values=_values(reading, fields))
 
 
-def to_samples(*, node: str, readings: Iterable[GpuReading]) -> list[Sample]:
-    """Every reading of one node's batch."""
-    return [to_sample(node=node, reading=r) for r in readings]
+def to_samples(
+    *, node: str, readings: Iterable[GpuReading], fields: Collection[str] | None = None
+) -> list[Sample]:
+    """Every reading of one node's batch; `fields` limits the values to those the rules read."""
+    wanted = _FIELDS if fields is None else tuple(f for f in _FIELDS if f in fields)
+    return [to_sample(node=node, reading=r, fields=wanted) for r in readings]

@@ -22,6 +22,9 @@ class AlertingSettings(BaseServiceSettings):
     tick_interval_s: float = Field(
         default=0.25, gt=0, description="How often `for` timers, staleness and group timers advance."
     )
+    offset_commit_interval_s: float = Field(
+        default=1.0, ge=0, description="Sample offsets are committed at most this often."
+    )
     staleness_s: float = Field(default=300.0, gt=0, description="A silent series resolves after this.")
     event_alert_ttl_s: float = Field(
         default=300.0, gt=0, description="Alerts raised by events (faults, budgets) resolve after this."

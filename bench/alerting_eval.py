@@ -1,0 +1,230 @@
+"""Alerting evaluation: a 10,000-GPU stream at 1 Hz through the real broker to the real service.
+
+Starts the embedded broker and `python -m services.alerting` as its own process (local Postgres, a
+throw-away schema and topic prefix), a local webhook receiver, then publishes one SampleBatchV1 per
+node per second (1,250 nodes x 8 GPUs) for BENCH_SECONDS (default 40). Twenty probe GPUs cross 90%
+memory at staggered moments under a rule with `for: 2s`; latency is from the crossing sample's
+timestamp plus `for` to the webhook arriving at the receiver. Throughput is the service's own
+samples-evaluated counter over the run, lag the consumer group's records behind the log end.
+Prints one JSON object per result line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import httpx
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import BenchEnv, emit, log, percentile
+from libs.common.broker import EmbeddedBroker, free_port
+from libs.common.bus import create_producer
+from libs.common.events import encode, envelop, topics
+from libs.common.events.telemetry import GpuMetrics, SampleBatchV1
+from libs.common.settings import DEV_ADMIN_KEY
+
+BENCH = "alerting.eval"
+NODES, GPUS_PER_NODE = 1250, 8
+SECONDS = int(os.environ.get("BENCH_SECONDS", "40"))
+PROBES, FOR_S = 20, 2.0
+TARGET_P99_MS, TARGET_RATE = 1000.0, NODES * GPUS_PER_NODE
+ADMIN = {"X-API-Key": DEV_ADMIN_KEY}
+GIB = 1024**3
+
+
+def metrics(node: str, i: int, pct: float) -> GpuMetrics:
+    total = 80 * GIB
+    return GpuMetrics(
+        gpu=f"GPU-{node}-{i}", index=i, model="H100", sm_util_pct=70.0, fb_used_bytes=int(total * pct / 100),
+        fb_total_bytes=total, gpu_temp_c=65.0, power_w=500.0, power_limit_w=700.0, ecc_dbe_count=0,
+        xid_count=0, throttle_reasons=0, tenant_id="acme", workload_id=f"w-{node}",
+    )  # fmt: skip
+
+
+class Receiver:
+    """Records when each firing alert (by GPU) first arrives."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.arrived: dict[str, float] = {}
+        self.requests = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                now = time.time()
+                length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
+                body = json.loads(await reader.readexactly(length))
+                self.requests += 1
+                for alert in body["alerts"]:
+                    if alert["status"] == "firing" and "gpu" in alert["labels"]:
+                        self.arrived.setdefault(alert["labels"]["gpu"], now)
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def configure(client: httpx.AsyncClient, receiver: Receiver) -> None:
+    hook = {"name": "bench", "kind": "webhook", "url": f"http://127.0.0.1:{receiver.port}/hook",
+            "secret": "bench-secret-0123456789"}  # fmt: skip
+    (await client.post("/v1/receivers", json=hook, headers=ADMIN)).raise_for_status()
+    tree = {"default": {"receiver": "bench", "group_wait": 0, "group_interval": 1}}
+    (await client.put("/v1/routes", json=tree, headers=ADMIN)).raise_for_status()
+    probes = [{"name": "node", "op": "=~", "value": "probe-.*"}]
+    rule = {"name": "BenchMemoryHigh", "metric": "fb_used_pct", "threshold": 90, "for": "2s",
+            "matchers": probes, "severity": "critical"}  # fmt: skip
+    (await client.post("/v1/rules", json=rule, headers=ADMIN)).raise_for_status()
+
+
+async def evaluated(client: httpx.AsyncClient) -> float:
+    text = (await client.get("/metrics")).text
+    found = re.search(r"^gpucloud_alerting_samples_evaluated_total (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+async def group_lag(bootstrap: str, group: str, topic: str) -> int:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        parts = consumer.partitions_for_topic(topic) or set(range(3))
+        tps = [TopicPartition(topic, p) for p in parts]
+        ends = await consumer.end_offsets(tps)
+        behind = 0
+        for tp in tps:
+            behind += max(0, ends[tp] - ((await consumer.committed(tp)) or 0))
+        return behind
+    finally:
+        await consumer.stop()
+
+
+def node_names() -> list[str]:
+    return [f"probe-{i}" for i in range(PROBES)] + [f"node-{i}" for i in range(NODES - PROBES)]
+
+
+async def stream(bootstrap: str, topic: str, crossed: dict[str, datetime]) -> float:
+    """Publish every node's batch once a second; returns batches actually sent per second."""
+    producer = create_producer(bootstrap=bootstrap, client_id="bench-alerting")
+    await producer.start()
+    names, sent, started = node_names(), 0, time.monotonic()
+    cross_at = {f"probe-{i}": 5 + i * (SECONDS - 10) / PROBES for i in range(PROBES)}
+    try:
+        for second in range(SECONDS):
+            tick_start = started + second
+            at = datetime.now(UTC)
+            futures = []
+            for name in names:
+                high = name in cross_at and second >= cross_at[name]
+                if high and name not in crossed:
+                    crossed[f"GPU-{name}-0"] = at
+                    crossed[name] = at
+                readings = [metrics(name, i, 95.0 if high and i == 0 else 40.0) for i in range(GPUS_PER_NODE)]
+                batch = SampleBatchV1(node=name, at=at, samples=readings)
+                env = envelop(batch, source="bench")
+                futures.append(await producer.send(topic, value=encode(env), key=name.encode()))
+            await asyncio.gather(*futures)
+            sent += len(names)
+            await asyncio.sleep(max(0.0, tick_start + 1 - time.monotonic()))
+        return sent / (time.monotonic() - started)
+    finally:
+        await producer.stop()
+
+
+async def run(env: BenchEnv, bootstrap: str) -> None:
+    receiver = Receiver()
+    server = await asyncio.start_server(receiver.serve, "127.0.0.1", receiver.port)
+    port = free_port()
+    service_env = {
+        **os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_TOPIC_PREFIX": env.topic_prefix,
+        "DATABASE_URL": env.database_url, "DB_SCHEMA": env.schema("alerting"), "REDIS_URL": env.redis_url,
+        "REDIS_PREFIX": f"bench{env.token}:", "ALERTING_HTTP_PORT": str(port), "LOG_LEVEL": "WARNING",
+    }  # fmt: skip
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.alerting", env=service_env)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            await wait_ready(client)
+            await configure(client, receiver)
+            await asyncio.sleep(1.0)  # the evaluator reloads configuration on its next tick
+            await measure(client, receiver, bootstrap, env)
+    finally:
+        process.terminate()
+        await asyncio.wait_for(process.wait(), timeout=20)
+        server.close()
+
+
+async def wait_ready(client: httpx.AsyncClient) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if (await client.get("/readyz")).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        await asyncio.sleep(0.3)
+    raise TimeoutError("alerting service did not become ready")
+
+
+async def measure(client: httpx.AsyncClient, receiver: Receiver, bootstrap: str, env: BenchEnv) -> None:
+    topic, group = f"{env.topic_prefix}{topics.TELEMETRY_SAMPLES}", f"{env.topic_prefix}alerting.samples"
+    crossed: dict[str, datetime] = {}
+    before, started = await evaluated(client), time.monotonic()
+    log(f"streaming {NODES * GPUS_PER_NODE} GPUs at 1 Hz for {SECONDS}s")
+    sent_rate = await stream(bootstrap, topic, crossed)
+    lag_at_end = await group_lag(bootstrap, group, topic)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (await group_lag(bootstrap, group, topic)) > 0:
+        await asyncio.sleep(0.5)
+    drained = time.monotonic()
+    rate = (await evaluated(client) - before) / (drained - started)
+    emit(BENCH, "batches_published_per_s", sent_rate, "batches/s", gpus=NODES * GPUS_PER_NODE)
+    emit(BENCH, "samples_evaluated_per_s", rate, "samples/s", window_s=round(drained - started, 1))
+    emit(BENCH, "samples_evaluated_per_s_vs_target", rate / TARGET_RATE, "ratio", target=TARGET_RATE)
+    emit(BENCH, "lag_at_end_of_stream", lag_at_end, "batches", drain_s=round(drained - started - SECONDS, 1))
+    await asyncio.sleep(FOR_S + 1)
+    beyond = [
+        (receiver.arrived[gpu] - (crossed[gpu].timestamp() + FOR_S)) * 1000
+        for gpu in crossed if gpu.startswith("GPU-") and gpu in receiver.arrived
+    ]  # fmt: skip
+    if not beyond:
+        log("no probe alert reached the receiver")
+        return
+    p99 = percentile(beyond, 99)
+    emit(BENCH, "cross_to_webhook_p50_beyond_for", percentile(beyond, 50), "ms", probes=len(beyond))
+    emit(BENCH, "cross_to_webhook_p99_beyond_for", p99, "ms", probes=len(beyond), expected=PROBES)
+    emit(
+        BENCH, "cross_to_webhook_p99_beyond_for_vs_target", p99 / TARGET_P99_MS, "ratio", target=TARGET_P99_MS
+    )
+
+
+async def drop_schema(env: BenchEnv) -> None:
+    conn = await asyncpg.connect(env.database_url)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{env.schema("alerting")}" CASCADE')
+    finally:
+        await conn.close()
+
+
+def main() -> None:
+    env = BenchEnv.create()
+    with EmbeddedBroker() as broker:
+        try:
+            asyncio.run(run(env, broker.bootstrap))
+        finally:
+            asyncio.run(drop_schema(env))
+
+
+if __name__ == "__main__":
+    main()
