@@ -28,6 +28,13 @@ class TelemetrySettings(BaseServiceSettings):
     )
     fleet_file: Path | None = Field(default=None, description="Fleet YAML the simulated agent plays.")
     sample_interval_s: float = Field(default=1.0, gt=0, le=60, description="Agent sampling period.")
+    sim_speed: float = Field(
+        default=1.0,
+        ge=1,
+        le=100,
+        description="Simulated fleet: GPU physics (memory, heat, leaks), start-up delays and migration "
+        "steps run this many times faster than the wall clock; job run times are kept (tests use 5).",
+    )
     agent_hostname: str | None = Field(default=None, description="NVML mode: node name (default: hostname).")
     # The aggregator
     rollup_interval_s: float = Field(default=60.0, ge=1, le=3600, description="Rollup window length.")

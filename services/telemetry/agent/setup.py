@@ -68,7 +68,7 @@ class LabelOnlyRunner:
 async def simulated_setup(*, settings: TelemetrySettings, clock: Callable[[], datetime]) -> AgentSetup:
     """A simulated fleet from TELEMETRY_FLEET_FILE (or two H100 nodes)."""
     spec = load_fleet_file(settings.fleet_file) if settings.fleet_file else default_fleet()
-    fleet = SimFleet(spec=spec, start=clock())
+    fleet = SimFleet(spec=spec, start=clock(), speed=settings.sim_speed)
     probes = {h: SimProbe(fleet=fleet, hostname=h, clock=clock) for h in fleet.hostnames}
     discoveries = {h: await p.discover() for h, p in probes.items()}
     models: dict[str, str] = {}

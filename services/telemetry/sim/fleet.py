@@ -26,13 +26,14 @@ class UnknownGpu(KeyError):
 class SimFleet:
     """Every simulated node and GPU, plus the workloads placed on them."""
 
-    def __init__(self, *, spec: FleetSpec, start: datetime) -> None:
+    def __init__(self, *, spec: FleetSpec, start: datetime, speed: float = 1.0) -> None:
         self.spec = spec
-        self.player = WorkloadPlayer()
+        self.player = WorkloadPlayer(speed=speed)
+        self._speed = speed
         self._nodes: dict[str, list[SimGpu]] = {}
         self._gpus: dict[str, SimGpu] = {}
         self._xids: dict[str, list[XidEvent]] = {}
-        t0 = start.timestamp()
+        t0 = self._t0 = start.timestamp()
         for node in spec.nodes:
             rng = random.Random(f"{spec.seed}:{node.hostname}")  # per node: call order never changes values
             models = [GPU_MODELS[g.model] for g in node.gpus for _ in range(g.count)]
@@ -87,7 +88,7 @@ class SimFleet:
 
     def sample_node(self, *, hostname: str, now: datetime) -> list[GpuReading]:
         """Advance a node's GPUs to `now` and read them: one reading per GPU."""
-        t = now.timestamp()
+        t = self._physics_time(now)
         rate = self.spec.fault_rate_per_gpu_hour
         readings: list[GpuReading] = []
         for gpu in self._nodes[hostname]:
@@ -147,6 +148,10 @@ class SimFleet:
     def advance(self, *, now: datetime) -> list[WorkloadReport]:
         """Pure step of the workload player: started/finished/failed/progress reports up to `now`."""
         return self.player.advance(now=now)
+
+    def _physics_time(self, now: datetime) -> float:
+        """Time as the GPUs' physics sees it: wall time, run `speed` times faster since the start."""
+        return self._t0 + (now.timestamp() - self._t0) * self._speed
 
     def _load(self, gpu: SimGpu) -> Load:
         loads = [_workload_load(wl, rng=gpu.rng) for wl in self.player.on_gpu(gpu.uuid)]

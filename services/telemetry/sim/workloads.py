@@ -72,7 +72,8 @@ def migration_durations_s(*, memory_bytes: int, kind: ProfileKind) -> list[tuple
 class WorkloadPlayer:
     """Plays workloads on simulated GPUs; all time is passed in."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, speed: float = 1.0) -> None:
+        self._speed = speed  # > 1 shortens start-up and migration steps (tests); run times are kept
         self._workloads: dict[str, SimWorkload] = {}
         self._by_gpu: dict[str, dict[str, SimWorkload]] = {}  # index: sampling asks per GPU every second
         self._pending: list[WorkloadReport] = []
@@ -93,7 +94,7 @@ class WorkloadPlayer:
             gpu_uuid=gpu_uuid,
             kind=kind,
             phase=Phase.STARTING,
-            phase_ends_at=start + PROFILES[kind].startup_delay_s,
+            phase_ends_at=start + PROFILES[kind].startup_delay_s / self._speed,
             duration_s=duration_s,
         )
         self._attach(wl)
@@ -109,7 +110,8 @@ class WorkloadPlayer:
     def migrate(self, *, workload_id: str, target_gpu_uuid: str, now: datetime) -> list[tuple[Phase, float]]:
         """Begin checkpoint → transfer → restore toward another GPU; returns the planned step durations."""
         wl = self._workloads[workload_id]
-        steps = migration_durations_s(memory_bytes=wl.memory_bytes, kind=wl.kind)
+        planned = migration_durations_s(memory_bytes=wl.memory_bytes, kind=wl.kind)
+        steps = [(phase, seconds / self._speed) for phase, seconds in planned]
         t = now.timestamp()
         if wl.phase is Phase.RUNNING:
             wl.remaining_s = None if wl.phase_ends_at is None else max(wl.phase_ends_at - t, 0.0)
