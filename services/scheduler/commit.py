@@ -26,6 +26,7 @@ from services.scheduler.model import Workload
 from services.scheduler.preemption import PreemptionProposal
 from services.scheduler.state import demand_of_grants, grant_of
 from services.scheduler.store import Store
+from services.scheduler.trace import workload_trace
 
 __all__ = ["commit_placement", "commit_preemption", "expire_preemption"]
 
@@ -111,37 +112,53 @@ async def commit_placement(
 ) -> str | None:
     """Place one workload; returns the placement id, or None when it no longer waits or quota refused."""
     pid = f"pl-{uuid.uuid4().hex[:16]}"
-    demand = demand_of_grants(p.grants)
     async with ctx.placer_uow() as uow:
         store = Store(uow.conn)
         row = await store.lock_workload(w.id)
         if row is None or row["state"] not in ("queued", "migrating"):
             return None  # cancelled or placed by someone else since the pass read it
-        old = await _leave_old(uow, ctx, row, new_pid=pid, now=now)
-        exceeded = await ctx.quotas.reserve(tenant=w.tenant, placement_id=pid, demand=demand)
-        if exceeded:
-            await _reinstate(ctx, row, old)
-            return None
-        try:
-            await store.insert_placement(
-                row=_placement_row(p, w, pid=pid, now=now, gpus=gpus), slots=[g.key for g in p.grants]
+        with workload_trace(workload_id=w.id, traceparent=row["traceparent"], name="scheduler.place"):
+            return await _place(ctx, uow, row, p, w, pid=pid, now=now, gpus=gpus)
+
+
+async def _place(
+    ctx: SchedulerContext,
+    uow: UnitOfWork,
+    row: asyncpg.Record,
+    p: Placement,
+    w: Workload,
+    *,
+    pid: str,
+    now: datetime,
+    gpus: dict[str, GpuView],
+) -> str | None:
+    """Inside the placer's unit of work: leave the old placement, reserve quota, record and emit."""
+    demand, store = demand_of_grants(p.grants), Store(uow.conn)
+    old = await _leave_old(uow, ctx, row, new_pid=pid, now=now)
+    exceeded = await ctx.quotas.reserve(tenant=w.tenant, placement_id=pid, demand=demand)
+    if exceeded:
+        await _reinstate(ctx, row, old)
+        return None
+    try:
+        await store.insert_placement(
+            row=_placement_row(p, w, pid=pid, now=now, gpus=gpus), slots=[g.key for g in p.grants]
+        )
+        await store.set_state(w.id, state="placed", placement_id=pid, priority=p.priority)
+        await uow.emit(_placed_event(p, w, pid=pid, gpus=gpus), tenant=w.tenant)
+        if old is not None:
+            ended = WorkloadEndedV1(
+                workload_id=w.id,
+                tenant_id=w.tenant,
+                placement_id=old,
+                outcome="migrated",
+                reason=f"moved to {pid}",
             )
-            await store.set_state(w.id, state="placed", placement_id=pid, priority=p.priority)
-            await uow.emit(_placed_event(p, w, pid=pid, gpus=gpus), tenant=w.tenant)
-            if old is not None:
-                ended = WorkloadEndedV1(
-                    workload_id=w.id,
-                    tenant_id=w.tenant,
-                    placement_id=old,
-                    outcome="migrated",
-                    reason=f"moved to {pid}",
-                )
-                await uow.emit(ended, tenant=w.tenant)
-            await uow.commit()
-        except Exception:
-            await ctx.quotas.release(tenant=w.tenant, placement_id=pid)
-            await _reinstate(ctx, row, old)
-            raise
+            await uow.emit(ended, tenant=w.tenant)
+        await uow.commit()
+    except Exception:
+        await ctx.quotas.release(tenant=w.tenant, placement_id=pid)
+        await _reinstate(ctx, row, old)
+        raise
     return pid
 
 

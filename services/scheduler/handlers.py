@@ -15,6 +15,7 @@ from libs.common.events.scheduler import WorkloadEndedV1, WorkloadRunningV1
 from services.scheduler.priority import DecayedUsage, accrue
 from services.scheduler.store import Store
 from services.scheduler.store_fleet import FleetStore
+from services.scheduler.trace import workload_trace
 
 __all__ = ["HANDLERS", "make_handlers"]
 
@@ -69,7 +70,10 @@ async def handle_started(event: WorkloadStartedV1, ctx: HandlerContext) -> None:
         placement_id=event.placement_id,
         node=event.node,
     )
-    await ctx.uow.emit(running, tenant=row["tenant_id"])
+    with workload_trace(
+        workload_id=event.workload_id, traceparent=row["traceparent"], name="scheduler.running"
+    ):
+        await ctx.uow.emit(running, tenant=row["tenant_id"])
 
 
 async def _accrue_usage(
@@ -111,16 +115,17 @@ def _exited(half_life: timedelta) -> Handler:
             at=at,
             half_life=half_life,
         )
-        await ctx.uow.emit(
-            WorkloadEndedV1(
-                workload_id=event.workload_id,
-                tenant_id=row["tenant_id"],
-                placement_id=event.placement_id,
-                outcome=event.outcome,
-                reason=event.reason,
-            ),
-            tenant=row["tenant_id"],
+        ended_event = WorkloadEndedV1(
+            workload_id=event.workload_id,
+            tenant_id=row["tenant_id"],
+            placement_id=event.placement_id,
+            outcome=event.outcome,
+            reason=event.reason,
         )
+        with workload_trace(
+            workload_id=event.workload_id, traceparent=row["traceparent"], name="scheduler.ended"
+        ):
+            await ctx.uow.emit(ended_event, tenant=row["tenant_id"])
         await store.wake_placer()
 
     return handle_exited

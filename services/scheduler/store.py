@@ -17,8 +17,8 @@ WAKE_CHANNEL = "gpucloud_scheduler_wake"
 
 INSERT_WORKLOAD = """
 INSERT INTO workloads (workload_id, tenant_id, kind, state, spec, urgency, preemptible, tags, submitted_at,
-    priority)
-VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9)
+    priority, traceparent)
+VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10)
 """
 GET_WORKLOAD = "SELECT * FROM workloads WHERE workload_id = $1 AND ($2::text IS NULL OR tenant_id = $2)"
 LOCK_WORKLOAD = "SELECT * FROM workloads WHERE workload_id = $1 FOR UPDATE"
@@ -117,6 +117,7 @@ class Store:
             row["tags"],
             row["submitted_at"],
             row["priority"],
+            row.get("traceparent"),
         )
 
     async def workload(self, workload_id: str, *, tenant: str | None = None) -> asyncpg.Record | None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from libs.common.events.scheduler import WorkloadQueuedV1, WorkloadSubmittedV1
 from libs.common.http.errors import ApiError, Conflict
+from libs.common.observability.tracing import current_traceparent
 from services.scheduler.context import SchedulerContext
 from services.scheduler.creation import CreationSpec
 from services.scheduler.loader import load_book
@@ -107,6 +108,7 @@ async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> d
         "tags": spec.tags,
         "submitted_at": now,
         "priority": prio,
+        "traceparent": current_traceparent(),
     }
     async with ctx.runtime.uow() as uow:
         store = Store(uow.conn)
