@@ -25,6 +25,7 @@ from services.recovery.incidents import (
     Incident,
     IncidentState,
     Transition,
+    adopt_workloads,
     drain_completed,
     drains_node,
     record_health_check,
@@ -166,7 +167,13 @@ class RecoveryHandlers:
         fx = self._effects(self.clock())
         for incident in await incidents.open_in_state(event.node, IncidentState.DRAINING):
             if drains_node(incident) or incident.gpu == event.gpu_uuid:
-                await apply(ctx.uow, drain_completed(incident, at=fx.now), before=incident, fx=fx)
+                on_it = (
+                    await places.on_node(event.node)
+                    if drains_node(incident)
+                    else await places.on_gpu(event.gpu_uuid)
+                )
+                adopted = adopt_workloads(incident, workload_ids=[p.workload_id for p in on_it], at=fx.now)
+                await apply(ctx.uow, drain_completed(adopted.incident, at=fx.now), before=incident, fx=fx)
 
     async def handle_migration_step(self, event: MigrationStepV1, ctx: HandlerContext) -> None:
         fx = self._effects(self.clock())
@@ -187,6 +194,16 @@ class RecoveryHandlers:
             gpus=tuple(a.gpu_uuid for a in event.allocations),
         )
         await PlacementStore(ctx.uow.conn).place(placement, priority=event.priority)
+        await self._adopt_into_open_incidents(ctx.uow, placement)
+
+    async def _adopt_into_open_incidents(self, uow: UnitOfWork, placement: Placement) -> None:
+        """A placement onto a GPU that an open incident is taking out of service must move again."""
+        incidents, fx = IncidentStore(uow.conn), self._effects(self.clock())
+        for state in (IncidentState.DRAINING, IncidentState.MIGRATING, IncidentState.VERIFYING):
+            for incident in await incidents.open_in_state(placement.node, state):
+                if drains_node(incident) or incident.gpu in placement.gpus:
+                    moved = adopt_workloads(incident, workload_ids=[placement.workload_id], at=fx.now)
+                    await apply(uow, moved, before=incident, fx=fx)
 
     async def handle_workload_ended(self, event: WorkloadEndedV1, ctx: HandlerContext) -> None:
         await PlacementStore(ctx.uow.conn).end(workload_id=event.workload_id, placement_id=event.placement_id)

@@ -37,6 +37,7 @@ __all__ = [
     "RecoveryPolicy",
     "StateChange",
     "Transition",
+    "adopt_workloads",
     "check_deadline",
     "drain_completed",
     "drains_node",
@@ -240,6 +241,32 @@ def drain_completed(incident: Incident, *, at: AwareDatetime) -> Transition:
     away = None if isinstance(_drain_command(incident), DrainNode) else incident.gpu
     moves = tuple(MigrateWorkload(workload_id=w, away_from_gpu=away) for w in incident.workload_ids)
     return _begin_migrations(incident, commands=moves, at=at)
+
+
+_ADOPTING = frozenset({IncidentState.DRAINING, IncidentState.MIGRATING, IncidentState.VERIFYING})
+
+
+def adopt_workloads(incident: Incident, *, workload_ids: Sequence[str], at: AwareDatetime) -> Transition:
+    """Workloads found on the GPU (or node) after detection join the incident and are moved too.
+
+    A placement can land on the GPU between detection and the drain taking effect; without this it
+    would stay on a drained GPU. While draining, they are simply added (the drain's completion moves
+    them all); once migrating or verifying, each gets its migration now.
+    """
+    new = tuple(w for w in dict.fromkeys(workload_ids) if w not in incident.workload_ids)
+    if not new or incident.state not in _ADOPTING:
+        return _ignored(incident)
+    grown = incident.model_copy(update={"workload_ids": (*incident.workload_ids, *new)})
+    if incident.state is IncidentState.DRAINING:
+        return Transition(incident=grown)
+    away = None if isinstance(_drain_command(incident), DrainNode) else incident.gpu
+    moves = tuple(MigrateWorkload(workload_id=w, away_from_gpu=away) for w in new)
+    migrations = (*incident.migrations, *(Migration(workload_id=w) for w in new))
+    if incident.state is IncidentState.VERIFYING:
+        reason = "workloads found on the drained GPU"
+        return _move(grown, IncidentState.MIGRATING, at=at, commands=moves, reason=reason,
+                     migrations=migrations, recovered_at=None)  # fmt: skip
+    return Transition(incident=grown.model_copy(update={"migrations": migrations}), commands=moves)
 
 
 def _begin_migrations(incident: Incident, *, commands: tuple[Command, ...], at: AwareDatetime) -> Transition:
