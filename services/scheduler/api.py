@@ -48,8 +48,7 @@ async def create_workload(
         spec = parse_spec(body, catalog=ctx.catalog)
     except ValidationError as exc:
         raise Unprocessable(f"{exc.field}: {exc.message}", field=exc.field) from None
-    row = await submit(ctx, tenant=tenant, spec=spec)
-    return await _get(ctx, row["workload_id"], tenant)
+    return WorkloadOut.of(await submit(ctx, tenant=tenant, spec=spec))
 
 
 @router.get("/v1/workloads")

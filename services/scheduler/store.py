@@ -9,9 +9,11 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
-__all__ = ["WAKE_CHANNEL", "Store"]
+__all__ = ["WAKE_CHANNEL", "OutboxRow", "Store"]
 
 Conn: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any]"
+#: One outbox row as the unit of work writes it: event id, logical topic, key, payload, traceparent.
+OutboxRow: TypeAlias = tuple[str, str, str, bytes, "str | None"]
 #: NOTIFY channel that wakes the active placer (payload: the schema, so test schemas never cross).
 WAKE_CHANNEL = "gpucloud_scheduler_wake"
 
@@ -92,6 +94,42 @@ INSERT_DRAFT = "INSERT INTO drafts (draft_id, tenant_id, body) VALUES ($1, $2, $
 GET_DRAFT = "SELECT * FROM drafts WHERE draft_id = $1 AND ($2::text IS NULL OR tenant_id = $2) FOR UPDATE"
 UPDATE_DRAFT = "UPDATE drafts SET body = $2, workload_id = $3, updated_at = now() WHERE draft_id = $1"
 NOTIFY_WAKE = "SELECT pg_notify($1, current_schema())"
+#: Everything a submission decides on, in one round trip and one snapshot: fair-share inputs, the
+#: tenant's quota row (if any), the project's budget stop (if any) and how many workloads wait.
+SUBMIT_CONTEXT = """
+SELECT g.capacity, u.usage_tenants, u.usage_values, u.usage_as_of, s.share_tenants, s.share_values,
+    t.tenant_ids, q.tenant_id IS NOT NULL AS has_quota, q.gpus, q.units_milli, q.workloads, b.reason AS stop,
+    c.waiting
+FROM (SELECT coalesce(sum(units), 0) AS capacity FROM gpus WHERE health = 'healthy') g,
+    (SELECT array_agg(tenant_id) AS usage_tenants, array_agg(decayed_unit_hours) AS usage_values,
+        array_agg(as_of) AS usage_as_of FROM tenant_usage) u,
+    (SELECT array_agg(tenant_id) AS share_tenants, array_agg(shares) AS share_values FROM tenant_shares) s,
+    (SELECT array_agg(tenant_id) AS tenant_ids FROM tenants) t,
+    (SELECT count(*) AS waiting FROM workloads WHERE state IN ('queued', 'migrating')) c
+    LEFT JOIN LATERAL (SELECT * FROM tenant_quotas WHERE tenant_id = $1) q ON true
+    LEFT JOIN LATERAL (
+        SELECT reason FROM budget_stops WHERE tenant_id = $1 AND project = $2 AND month = $3
+    ) b ON true
+"""
+#: A submission as one statement (so one implicit transaction): the workload row, its outbox rows and
+#: both wake-ups (the placer's and the relay's, delivered at commit); returns the new row.
+SUBMIT = """
+WITH w AS (
+    INSERT INTO workloads (workload_id, tenant_id, kind, state, spec, urgency, preemptible, tags,
+        submitted_at, priority, traceparent)
+    VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10)
+    RETURNING *
+), o AS (
+    INSERT INTO outbox (event_id, topic, key, payload, traceparent)
+    SELECT event_id, topic, key, payload, traceparent
+    FROM unnest($11::uuid[], $12::text[], $13::text[], $14::bytea[], $15::text[]) WITH ORDINALITY
+        AS v(event_id, topic, key, payload, traceparent, n)
+    ORDER BY n
+)
+SELECT w.*, pg_notify($16, current_schema()) AS woke_placer,
+    pg_notify('gpucloud_outbox', current_schema()) AS woke_relay
+FROM w
+"""
 
 
 def _json(value: Any) -> str:
@@ -119,6 +157,33 @@ class Store:
             row["priority"],
             row.get("traceparent"),
         )
+
+    async def submit_context(self, *, tenant: str, project: str | None, month: str) -> asyncpg.Record:
+        """Fair-share inputs, the tenant's quota, the project's budget stop and the queue length."""
+        row = await self.conn.fetchrow(SUBMIT_CONTEXT, tenant, project, month)
+        assert row is not None  # aggregates without GROUP BY always answer one row
+        return row
+
+    async def submit(self, *, row: dict[str, Any], outbox: Sequence[OutboxRow]) -> asyncpg.Record:
+        """Insert a queued workload with its outbox rows and wake placer and relay, as one statement."""
+        columns = list(zip(*outbox, strict=True)) if outbox else [(), (), (), (), ()]
+        found = await self.conn.fetchrow(
+            SUBMIT,
+            row["workload_id"],
+            row["tenant_id"],
+            row["kind"],
+            row["spec"],
+            row["urgency"],
+            row["preemptible"],
+            row["tags"],
+            row["submitted_at"],
+            row["priority"],
+            row.get("traceparent"),
+            *(list(c) for c in columns),
+            WAKE_CHANNEL,
+        )
+        assert found is not None
+        return found
 
     async def workload(self, workload_id: str, *, tenant: str | None = None) -> asyncpg.Record | None:
         """A workload, visible to ``tenant`` (None = any)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,13 +12,13 @@ from libs.common.http.errors import ApiError, Conflict
 from libs.common.observability.tracing import current_traceparent
 from services.scheduler.context import SchedulerContext
 from services.scheduler.creation import CreationSpec
-from services.scheduler.loader import load_book
 from services.scheduler.model import GpuRequest, UnitsRequest
+from services.scheduler.outbox import outbox_row
+from services.scheduler.priority import DecayedUsage
 from services.scheduler.quota import DIMENSIONS, QuotaLimits, QuotaUsage, check, to_milli
 from services.scheduler.quota_store import RebuildNeeded
-from services.scheduler.state import limits_of
+from services.scheduler.state import FairShareBook, limits_of
 from services.scheduler.store import Store
-from services.scheduler.store_fleet import FleetStore
 
 __all__ = ["QuotaExhausted", "submit"]
 
@@ -43,11 +44,14 @@ def _describe(dim: str, limits: QuotaLimits, usage: QuotaUsage, demand: QuotaUsa
     return f"{_DIM_NAMES[dim]}: limit {limit}, in use {used}, asked {asked}"
 
 
-async def _check_quota(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> None:
-    row = await FleetStore(ctx.runtime.pool).quota(tenant)
-    if row is None:
-        return
-    limits, demand = limits_of(row), _demand(spec)
+def _limits(ctx_row: Mapping[str, Any]) -> QuotaLimits | None:
+    return limits_of(ctx_row) if ctx_row["has_quota"] else None
+
+
+async def _check_quota(
+    ctx: SchedulerContext, *, tenant: str, spec: CreationSpec, limits: QuotaLimits
+) -> None:
+    demand = _demand(spec)
     never = check(limits=limits, usage=QuotaUsage(), demand=demand)
     if never:
         details = {d: {"limit": getattr(limits, d), "asked": getattr(demand, d)} for d in never}
@@ -74,15 +78,24 @@ async def _check_quota(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec
         )
 
 
-async def _check_budget(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec, now: datetime) -> None:
-    project = spec.tags.get("project")
-    if project is None:
-        return
-    reason = await FleetStore(ctx.runtime.pool).stop_reason(
-        tenant=tenant, project=project, month=now.strftime("%Y-%m")
+def _book(ctx: SchedulerContext, row: Mapping[str, Any], *, now: datetime) -> FairShareBook:
+    """The fair-share book from the submission context row (what ``load_book`` reads in four queries)."""
+    usage = {
+        t: DecayedUsage(float(v), at)
+        for t, v, at in zip(
+            row["usage_tenants"] or (), row["usage_values"] or (), row["usage_as_of"] or (), strict=True
+        )
+    }
+    shares = {t: float(v) for t, v in zip(row["share_tenants"] or (), row["share_values"] or (), strict=True)}
+    return FairShareBook(
+        usage=usage,
+        shares=shares,
+        tenants=frozenset(row["tenant_ids"] or ()),
+        default_shares=ctx.settings.default_shares,
+        capacity_units=float(row["capacity"]),
+        half_life=ctx.half_life,
+        now=now,
     )
-    if reason is not None:
-        raise Conflict(f"new work refused: {reason}", field="tags.project")
 
 
 def _resources(spec: CreationSpec) -> dict[str, str | int]:
@@ -91,28 +104,35 @@ def _resources(spec: CreationSpec) -> dict[str, str | int]:
 
 
 async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> dict[str, Any]:
-    """Record a workload as submitted and queued, with both events, and wake the placer."""
+    """Record a workload as submitted and queued, with both events, and wake the placer.
+
+    Two round trips on one connection: a read of everything the checks and the priority need, then one
+    statement that inserts the workload and its two outbox rows and notifies placer and relay at commit.
+    """
     now = datetime.now(UTC)
-    await _check_budget(ctx, tenant=tenant, spec=spec, now=now)
-    await _check_quota(ctx, tenant=tenant, spec=spec)
-    wid = f"wl-{uuid.uuid4().hex[:16]}"
-    book = await load_book(ctx.runtime.pool, ctx, now=now)
-    prio = book.explain(tenant=tenant, urgency=spec.urgency).priority
-    row = {
-        "workload_id": wid,
-        "tenant_id": tenant,
-        "kind": spec.kind.value,
-        "spec": spec.model_dump(mode="json"),
-        "urgency": spec.urgency,
-        "preemptible": spec.preemptible,
-        "tags": spec.tags,
-        "submitted_at": now,
-        "priority": prio,
-        "traceparent": current_traceparent(),
-    }
-    async with ctx.runtime.uow() as uow:
-        store = Store(uow.conn)
-        await store.insert_workload(row=row)
+    project = spec.tags.get("project")
+    async with ctx.runtime.pool.acquire() as conn:
+        store = Store(conn)
+        info = await store.submit_context(tenant=tenant, project=project, month=now.strftime("%Y-%m"))
+        if project is not None and info["stop"] is not None:
+            raise Conflict(f"new work refused: {info['stop']}", field="tags.project")
+        limits = _limits(info)
+        if limits is not None:
+            await _check_quota(ctx, tenant=tenant, spec=spec, limits=limits)
+        wid = f"wl-{uuid.uuid4().hex[:16]}"
+        prio = _book(ctx, info, now=now).explain(tenant=tenant, urgency=spec.urgency).priority
+        row = {
+            "workload_id": wid,
+            "tenant_id": tenant,
+            "kind": spec.kind.value,
+            "spec": spec.model_dump(mode="json"),
+            "urgency": spec.urgency,
+            "preemptible": spec.preemptible,
+            "tags": spec.tags,
+            "submitted_at": now,
+            "priority": prio,
+            "traceparent": current_traceparent(),
+        }
         submitted = WorkloadSubmittedV1(
             workload_id=wid,
             tenant_id=tenant,
@@ -123,11 +143,11 @@ async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> d
             tags=spec.tags,
             resources=_resources(spec),
         )
-        await uow.emit(submitted, tenant=tenant)
-        position = await store.count_waiting()
+        # Counted in the same snapshot as the checks, plus this one (the old count ran after the insert).
+        position = int(info["waiting"]) + 1
         queued = WorkloadQueuedV1(workload_id=wid, tenant_id=tenant, position=position, priority=prio)
-        await uow.emit(queued, tenant=tenant)
-        await store.wake_placer()
-        await uow.commit()
+        source = ctx.settings.service_name
+        outbox = [outbox_row(e, source=source, tenant=tenant) for e in (submitted, queued)]
+        created = await store.submit(row=row, outbox=outbox)
     ctx.wake.set()
-    return row
+    return dict(created)
