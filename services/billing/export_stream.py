@@ -99,11 +99,13 @@ async def _copy(
     """COPY ... TO STDOUT as CSV, handed on through a bounded queue (back-pressure on Postgres)."""
     queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=_QUEUE_PIECES)
 
+    async def put(data: bytes | bytearray | memoryview) -> None:
+        # asyncpg may hand COPY data as a bytearray; a streamed response body must be bytes.
+        await queue.put(bytes(data))
+
     async def produce() -> None:
         try:
-            await conn.copy_from_query(
-                query, *request.args(), output=queue.put, format="csv", header=header, **csv
-            )
+            await conn.copy_from_query(query, *request.args(), output=put, format="csv", header=header, **csv)
         except BaseException:
             with contextlib.suppress(asyncio.QueueFull):  # the reader may be gone: never block on the way out
                 queue.put_nowait(None)

@@ -1,10 +1,12 @@
 import csv
 import io
 import json
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
+from services.billing.export_stream import ExportRequest, export_chunks
 from services.billing.exports import COLUMNS, rows_for_project, write_csv, write_jsonl, write_parquet
 from services.billing.ledger import LedgerRow, ledger_rows, post_charge, reverse
 from services.billing.rating import rate
@@ -75,3 +77,20 @@ def test_project_filter_keeps_only_that_project_within_the_date_range() -> None:
     assert kept
     assert all(T0 <= r.at < T0 + minutes(5) for r in kept)
     assert not list(rows_for_project(rows, tenant_id="acme", project="other", start=T0, end=T0 + minutes(60)))
+
+
+class _CopyingConn:
+    """Stands in for asyncpg: COPY output arrives as bytearrays, as asyncpg sometimes hands it."""
+
+    async def copy_from_query(self, query: str, *args: object, output: Any, **options: object) -> None:
+        for piece in (bytearray(b"entry_id,at\n"), bytearray(b"e1,2025-03-01\n")):
+            await output(piece)
+
+
+async def test_streamed_export_pieces_are_bytes_even_when_copy_hands_over_bytearrays() -> None:
+    request = ExportRequest(tenant_id="t", project="p", start=T0, end=T0 + minutes(1), format="csv")
+
+    pieces = [p async for p in export_chunks(_CopyingConn(), request)]  # type: ignore[arg-type]
+
+    assert [type(p) for p in pieces] == [bytes, bytes]
+    assert b"".join(pieces) == b"entry_id,at\ne1,2025-03-01\n"
