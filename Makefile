@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install infra migrate run test unit integration lint format bench clean
+.PHONY: help install infra migrate run demo test unit integration lint format bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -29,9 +29,12 @@ migrate: install infra ## Apply every service's migrations (each in its own sche
 run: install infra ## Start the whole suite: embedded broker, six services, simulated fleet
 	$(BIN)/python -m libs.common.devstack
 
+demo: install ## The guided tour, against a suite started by `make run` in another terminal
+	$(BIN)/python scripts/demo.py
+
 lint: install ## ruff (lint + format check) and mypy --strict
-	$(BIN)/ruff check libs services tests bench
-	$(BIN)/ruff format --check libs services tests bench
+	$(BIN)/ruff check libs services tests bench scripts
+	$(BIN)/ruff format --check libs services tests bench scripts
 	$(BIN)/mypy
 
 unit: install ## Unit tests only (no IO)
@@ -47,8 +50,8 @@ bench: install infra ## Run every benchmark under bench/ and write bench/REPORT.
 	$(BIN)/python -m bench.run
 
 format: install ## Apply ruff's fixes and formatting
-	$(BIN)/ruff check --fix libs services tests bench
-	$(BIN)/ruff format libs services tests bench
+	$(BIN)/ruff check --fix libs services tests bench scripts
+	$(BIN)/ruff format libs services tests bench scripts
 
 clean: ## Remove the virtualenv, caches and run state
 	rm -rf $(VENV) .run .pytest_cache .mypy_cache .ruff_cache

@@ -28,6 +28,7 @@ __all__ = ["Stack", "main"]
 
 BASE_PORT = 8001
 AGENT = "agent"
+DEFAULT_FLEET = Path(__file__).resolve().parents[2] / "services" / "inventory" / "fleets" / "default.yaml"
 
 
 @dataclass
@@ -176,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         "PYTHONUNBUFFERED": "1",
     }
     env.setdefault("ENVIRONMENT", "development")
+    # The embedded default simulates 16 nodes x 8 GPUs; an agent on a GPU host reads NVML instead.
+    env.setdefault("TELEMETRY_FLEET_FILE", str(DEFAULT_FLEET))
     stack = Stack(env=env, logs=logs, base_port=args.base_port, agent=not args.no_agent)
 
     stopping = False

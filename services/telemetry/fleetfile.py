@@ -67,8 +67,12 @@ def load_fleet_file(path: Path) -> FleetSpec:
 
 
 def default_fleet() -> FleetSpec:
-    """The fleet an agent simulates when no file is given: two 8-GPU H100 nodes."""
-    return FleetSpec.uniform(nodes=2, model="H100", prefix="sim-node")
+    """The fleet an agent simulates when no file is given: two 8-GPU H100-80GB nodes.
+
+    Discovery names them by their catalog model, so inventory registers them like any fleet-file GPU.
+    """
+    group = GpuGroup(model="H100", count=8, catalog_model="H100-80GB")
+    return FleetSpec(nodes=tuple(NodeSpec(hostname=f"sim-node-{i:04d}", gpus=(group,)) for i in range(2)))
 
 
 def _node(node: _Node) -> NodeSpec:
