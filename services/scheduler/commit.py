@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -23,12 +24,13 @@ from services.scheduler.cluster import GpuView, Grant, SlotKind
 from services.scheduler.context import SchedulerContext
 from services.scheduler.decisions import Placement
 from services.scheduler.model import Workload
+from services.scheduler.outbox import outbox_row
 from services.scheduler.preemption import PreemptionProposal
 from services.scheduler.state import demand_of_grants, grant_of
 from services.scheduler.store import Store
 from services.scheduler.trace import workload_trace
 
-__all__ = ["commit_placement", "commit_preemption", "expire_preemption"]
+__all__ = ["commit_placement", "commit_placements", "commit_preemption", "expire_preemption"]
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +121,78 @@ async def commit_placement(
             return None  # cancelled or placed by someone else since the pass read it
         with workload_trace(workload_id=w.id, traceparent=row["traceparent"], name="scheduler.place"):
             return await _place(ctx, uow, row, p, w, pid=pid, now=now, gpus=gpus)
+
+
+async def commit_placements(
+    ctx: SchedulerContext,
+    placements: Sequence[Placement],
+    workloads: Mapping[str, Workload],
+    *,
+    now: datetime,
+    gpus: dict[str, GpuView],
+) -> int:
+    """Commit a pass's placements in one transaction, each with its own quota reservation and event.
+
+    All or nothing per batch: when the batch statement fails (a slot or workload taken meanwhile), every
+    reservation of the batch is given back and each placement is retried alone, as ``commit_placement``
+    does. A migrating workload (old placement to leave) always goes alone. Returns how many were placed.
+    """
+    if not placements:
+        return 0
+    alone: list[Placement] = []
+    try:
+        placed = await _commit_batch(ctx, placements, workloads, now=now, gpus=gpus, alone=alone)
+    except asyncpg.PostgresError as exc:
+        log.warning("batch of %d placements refused (%s); placing one at a time", len(placements), exc)
+        placed, alone = 0, list(placements)
+    for p in alone:
+        if await commit_placement(ctx, p, workloads[p.workload_id], now=now, gpus=gpus):
+            placed += 1
+    return placed
+
+
+async def _commit_batch(
+    ctx: SchedulerContext,
+    placements: Sequence[Placement],
+    workloads: Mapping[str, Workload],
+    *,
+    now: datetime,
+    gpus: dict[str, GpuView],
+    alone: list[Placement],
+) -> int:
+    async with ctx.placer_uow() as uow:
+        store = Store(uow.conn)
+        rows = {r["workload_id"]: r for r in await store.lock_workloads([p.workload_id for p in placements])}
+        batch: list[tuple[Placement, asyncpg.Record, str]] = []
+        for p in placements:
+            row = rows.get(p.workload_id)
+            if row is not None and row["state"] == "migrating":
+                alone.append(p)
+            elif row is not None and row["state"] == "queued":
+                batch.append((p, row, f"pl-{uuid.uuid4().hex[:16]}"))
+        if not batch:
+            return 0
+        answers = await ctx.quotas.reserve_many(
+            [(row["tenant_id"], pid, demand_of_grants(p.grants)) for p, row, pid in batch]
+        )
+        kept = [b for b, exceeded in zip(batch, answers, strict=True) if not exceeded]
+        if not kept:
+            return 0
+        try:
+            placed_rows, slots, outbox = [], [], []
+            for p, row, pid in kept:
+                w = workloads[p.workload_id]
+                placed_rows.append(_placement_row(p, w, pid=pid, now=now, gpus=gpus))
+                slots += [(gpu, slot, pid) for gpu, slot in (g.key for g in p.grants)]
+                with workload_trace(workload_id=w.id, traceparent=row["traceparent"], name="scheduler.place"):
+                    event = _placed_event(p, w, pid=pid, gpus=gpus)
+                    outbox.append(outbox_row(event, source=ctx.settings.service_name, tenant=w.tenant))
+            placed = await store.place_many(rows=placed_rows, slots=slots, outbox=outbox)
+            await uow.commit()
+        except BaseException:
+            await ctx.quotas.release_many([(row["tenant_id"], pid) for _p, row, pid in kept])
+            raise
+    return placed
 
 
 async def _place(

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import asyncpg
 
-from services.scheduler.cluster import ClusterState
+from services.scheduler.cluster import ClusterState, GpuView
 from services.scheduler.context import SchedulerContext
 from services.scheduler.decisions import QueueEntry
+from services.scheduler.model import Workload
 from services.scheduler.priority import DecayedUsage
 from services.scheduler.quota import QuotaLimits
-from services.scheduler.state import FairShareBook, allocation_of, gpu_view, limits_of, workload_of
+from services.scheduler.state import FairShareBook, allocation_of, gpu_view, workload_of
 from services.scheduler.store import Store
 from services.scheduler.store_fleet import FleetStore
 
-__all__ = ["PassInputs", "load_book", "load_pass"]
+__all__ = ["PassCache", "PassInputs", "load_book", "load_pass"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,7 @@ class PassInputs:
     state: ClusterState
     queue: list[QueueEntry]
     quotas: dict[str, QuotaLimits]
+    waiting: list[asyncpg.Record]
 
 
 async def load_book(
@@ -54,18 +56,80 @@ async def load_book(
     )
 
 
-async def load_pass(conn: asyncpg.Connection[Any], ctx: SchedulerContext, *, now: datetime) -> PassInputs:
-    """Everything one schedule pass decides over."""
+@dataclass
+class PassCache:
+    """What the active placer keeps between passes; dropped when it stops leading.
+
+    The parsed GPU view is reused while ``fleet_version`` (bumped in every GPU-changing transaction) has not
+    moved, and each waiting workload's parsed spec (immutable once submitted) while it waits.
+    """
+
+    fleet_version: int | None = None
+    gpu_rows: list[asyncpg.Record] = field(default_factory=list)
+    views: dict[frozenset[str], tuple[GpuView, ...]] = field(default_factory=dict)
+    workloads: dict[str, Workload] = field(default_factory=dict)
+
+    def gpus(self, avoid: frozenset[str]) -> tuple[GpuView, ...]:
+        """The GPU view with ``avoid`` counted unhealthy."""
+        views = self.views.get(avoid)
+        if views is None:
+            if len(self.views) > 8:
+                self.views.clear()
+            views = self.views[avoid] = tuple(gpu_view(r, avoid=avoid) for r in self.gpu_rows)
+        return views
+
+    def workload(self, row: asyncpg.Record) -> Workload:
+        """A waiting row as the placement core sees it (spec parsed once per workload)."""
+        w = self.workloads.get(row["workload_id"])
+        if w is None or w.state.value != row["state"]:
+            w = self.workloads[row["workload_id"]] = workload_of(row)
+        return w
+
+
+def _book_of(row: asyncpg.Record, ctx: SchedulerContext, *, now: datetime) -> FairShareBook:
+    usage = {
+        t: DecayedUsage(float(v), at)
+        for t, v, at in zip(
+            row["usage_tenants"] or (), row["usage_values"] or (), row["usage_as_of"] or (), strict=True
+        )
+    }
+    shares = {t: float(v) for t, v in zip(row["share_tenants"] or (), row["share_values"] or (), strict=True)}
+    return FairShareBook(
+        usage=usage,
+        shares=shares,
+        tenants=frozenset(row["tenant_ids"] or ()),
+        default_shares=ctx.settings.default_shares,
+        capacity_units=float(row["capacity"]),
+        half_life=ctx.half_life,
+        now=now,
+    )
+
+
+def _quotas_of(row: asyncpg.Record) -> dict[str, QuotaLimits]:
+    columns = ("quota_tenants", "quota_gpus", "quota_units", "quota_workloads")
+    return {
+        t: QuotaLimits(gpus=g, units_milli=u, workloads=n)
+        for t, g, u, n in zip(*(row[c] or () for c in columns), strict=True)
+    }
+
+
+async def load_pass(
+    conn: asyncpg.Connection[Any], ctx: SchedulerContext, *, now: datetime, cache: PassCache | None = None
+) -> PassInputs:
+    """Everything one schedule pass decides over (GPU rows read again only when the fleet changed)."""
+    cache = cache or PassCache()
     store, fleet = Store(conn), FleetStore(conn)
     waiting = await store.waiting()
+    if not waiting:
+        return PassInputs(state=ClusterState(gpus=(), allocations=()), queue=[], quotas={}, waiting=[])
+    policy = await fleet.pass_policy()
+    if policy["version"] != cache.fleet_version or cache.fleet_version is None:
+        cache.gpu_rows, cache.views = await fleet.gpus(), {}
+        cache.fleet_version = policy["version"]
     avoid = frozenset(g for r in waiting for g in r["avoid_gpus"])
-    gpu_rows = await fleet.gpus()
     live = [r for r in await store.live_placements() if not r["migrating"]]
-    state = ClusterState(
-        gpus=tuple(gpu_view(r, avoid=avoid) for r in gpu_rows),
-        allocations=tuple(allocation_of(r) for r in live),
-    )
-    book = await load_book(conn, ctx, now=now, gpu_rows=gpu_rows)
+    state = ClusterState(gpus=cache.gpus(avoid), allocations=tuple(allocation_of(r) for r in live))
+    book = _book_of(policy, ctx, now=now)
     queue = []
     for row in waiting:
         pinned = row["pinned_priority"]
@@ -74,6 +138,8 @@ async def load_pass(conn: asyncpg.Connection[Any], ctx: SchedulerContext, *, now
             if pinned is not None
             else book.explain(tenant=row["tenant_id"], urgency=row["urgency"]).priority
         )
-        queue.append(QueueEntry(workload=workload_of(row), priority=prio))
-    quotas = {r["tenant_id"]: limits_of(r) for r in await fleet.quotas()}
-    return PassInputs(state=state, queue=queue, quotas=quotas)
+        queue.append(QueueEntry(workload=cache.workload(row), priority=prio))
+    live_ids = {r["workload_id"] for r in waiting}
+    for wid in [w for w in cache.workloads if w not in live_ids]:
+        del cache.workloads[wid]
+    return PassInputs(state=state, queue=queue, quotas=_quotas_of(policy), waiting=waiting)

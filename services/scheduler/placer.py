@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,9 +20,10 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from libs.common.db.pool import create_pool
 from libs.common.runtime import ServiceRuntime
-from services.scheduler.commit import commit_placement, commit_preemption, expire_preemption
+from services.scheduler.commit import commit_placements, commit_preemption, expire_preemption
 from services.scheduler.context import SchedulerContext
-from services.scheduler.loader import load_pass
+from services.scheduler.decisions import QueuePosition
+from services.scheduler.loader import PassCache, load_pass
 from services.scheduler.placement import schedule
 from services.scheduler.quota_store import HeldQuota, RebuildNeeded
 from services.scheduler.state import demand_of_grants, grant_of, limits_of
@@ -55,38 +57,50 @@ async def rebuild_quotas(ctx: SchedulerContext) -> None:
     )
 
 
-async def _release_ended(ctx: SchedulerContext) -> None:
+async def _release_ended(ctx: SchedulerContext, store: Store) -> None:
     """Give back the quota of placements that ended since (idempotent per placement in Redis)."""
-    store = Store(ctx.pool_for_placer)
     rows = await store.unreleased()
-    for row in rows:
-        await ctx.quotas.release(tenant=row["tenant_id"], placement_id=row["placement_id"])
     if rows:
+        await ctx.quotas.release_many([(r["tenant_id"], r["placement_id"]) for r in rows])
         await store.mark_released([r["placement_id"] for r in rows])
 
 
-async def run_pass(ctx: SchedulerContext, *, now: datetime) -> int:
-    """One schedule pass: releases, expired preemptions, then every decision committed; returns placements."""
+def _changed(row: Mapping[str, Any], q: QueuePosition) -> bool:
+    return bool(
+        row["position"] != q.position
+        or row["priority"] != q.priority
+        or row["wait_reason"] != q.reason.value
+        or row["estimated_start"] != q.estimated_start
+    )
+
+
+async def run_pass(ctx: SchedulerContext, *, now: datetime, cache: PassCache | None = None) -> int:
+    """One schedule pass: releases, expired preemptions, then every decision committed; returns placements.
+
+    Reads go over one connection; the placements of the pass commit together (``commit_placements``).
+    """
     if not await ctx.quotas.intact():
         await rebuild_quotas(ctx)
-    await _release_ended(ctx)
-    for pid in await Store(ctx.pool_for_placer).expired_preemptions(now=now):
-        await expire_preemption(ctx, pid, now=now)
     async with ctx.pool_for_placer.acquire() as conn:
-        inputs = await load_pass(conn, ctx, now=now)
+        store = Store(conn)
+        await _release_ended(ctx, store)
+        expired = await store.expired_preemptions(now=now)
+        for pid in expired:
+            await expire_preemption(ctx, pid, now=now)
+        inputs = await load_pass(conn, ctx, now=now, cache=cache)
     if not inputs.queue:
         return 0
     decisions = schedule(inputs.queue, inputs.state, now=now, config=ctx.config(), quotas=inputs.quotas)
     gpus = {g.uuid: g for g in inputs.state.gpus}
     workloads = {e.workload.id: e.workload for e in inputs.queue}
-    placed = 0
-    for p in decisions.placements:
-        if await commit_placement(ctx, p, workloads[p.workload_id], now=now, gpus=gpus):
-            placed += 1
+    placed = await commit_placements(ctx, decisions.placements, workloads, now=now, gpus=gpus)
     for proposal in decisions.preemptions:
         await commit_preemption(ctx, proposal)
+    rows = {r["workload_id"]: r for r in inputs.waiting}
     waiting = [
-        (q.workload_id, q.position, q.priority, q.reason.value, q.estimated_start) for q in decisions.waiting
+        (q.workload_id, q.position, q.priority, q.reason.value, q.estimated_start)
+        for q in decisions.waiting
+        if q.workload_id not in rows or _changed(rows[q.workload_id], q)
     ]
     await Store(ctx.pool_for_placer).record_waiting(waiting)
     PLACED.inc(placed)
@@ -99,6 +113,7 @@ class Placer:
     def __init__(self, ctx: SchedulerContext) -> None:
         self._ctx = ctx
         self._lock_key = f"gpucloud.scheduler.placer.{ctx.settings.pg_schema}"
+        self._cache = PassCache()
 
     async def __call__(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         conn: asyncpg.Connection[Any] = await asyncpg.connect(self._ctx.settings.database_url)
@@ -128,6 +143,7 @@ class Placer:
         log.info("this replica is now the active placer")
         ctx.placer_pool = await create_pool(dsn=ctx.settings.database_url, schema=schema, max_size=3)
         await rebuild_quotas(ctx)  # a predecessor may have died between a Redis reserve and its commit
+        self._cache = PassCache()  # rebuilt from Postgres at each takeover
         try:
             while not stop.is_set():
                 ctx.wake.clear()
@@ -147,7 +163,7 @@ class Placer:
     async def _one_pass(self) -> None:
         with PASS_SECONDS.time():
             try:
-                await run_pass(self._ctx, now=datetime.now(UTC))
+                await run_pass(self._ctx, now=datetime.now(UTC), cache=self._cache)
             except RebuildNeeded:
                 await rebuild_quotas(self._ctx)
         self._ctx.passes += 1

@@ -52,6 +52,12 @@ class FakeQuotaStore:
         self._usage[tenant] = release(usage=self._usage.get(tenant, QuotaUsage()), demand=demand)
         return True
 
+    async def reserve_many(self, items: Sequence[tuple[str, str, QuotaUsage]]) -> list[tuple[str, ...]]:
+        return [await self.reserve(tenant=t, placement_id=p, demand=d) for t, p, d in items]
+
+    async def release_many(self, items: Sequence[tuple[str, str]]) -> list[bool]:
+        return [await self.release(tenant=t, placement_id=p) for t, p in items]
+
     async def set_limits(self, *, tenant: str, limits: QuotaLimits) -> None:
         self._limits[tenant] = limits
 

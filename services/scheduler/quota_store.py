@@ -45,6 +45,14 @@ class QuotaStore(Protocol):
         """Give a placement's demand back; False when it held nothing."""
         ...
 
+    async def reserve_many(self, items: Sequence[tuple[str, str, QuotaUsage]]) -> list[tuple[str, ...]]:
+        """``reserve`` for each (tenant, placement id, demand) in order, each atomic on its own."""
+        ...
+
+    async def release_many(self, items: Sequence[tuple[str, str]]) -> list[bool]:
+        """``release`` for each (tenant, placement id) in order."""
+        ...
+
     async def set_limits(self, *, tenant: str, limits: QuotaLimits) -> None:
         """Replace a tenant's limits."""
         ...
@@ -125,6 +133,32 @@ class RedisQuotaStore:
         if answer == "rebuild":
             raise RebuildNeeded("quota marker missing")
         return answer == "ok"
+
+    async def reserve_many(self, items: Sequence[tuple[str, str, QuotaUsage]]) -> list[tuple[str, ...]]:
+        """One round trip: a pipeline of reserve scripts (each still one atomic script, in order)."""
+        if not items:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for tenant, placement_id, d in items:
+                args: list[str | int] = [placement_id, d.gpus, d.units_milli, d.workloads]
+                await self._reserve(keys=self._tenant_keys(tenant), args=args, client=pipe)
+            raw = await pipe.execute()
+        answers = [[_text(v) for v in a] for a in raw]
+        if any(a == ["rebuild"] for a in answers):
+            raise RebuildNeeded("quota marker missing")
+        return [() if a == ["ok"] else tuple(a) for a in answers]
+
+    async def release_many(self, items: Sequence[tuple[str, str]]) -> list[bool]:
+        """One round trip: a pipeline of release scripts."""
+        if not items:
+            return []
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for tenant, placement_id in items:
+                await self._release(keys=self._tenant_keys(tenant), args=[placement_id], client=pipe)
+            answers = [_text(a) for a in await pipe.execute()]
+        if "rebuild" in answers:
+            raise RebuildNeeded("quota marker missing")
+        return [a == "ok" for a in answers]
 
     async def set_limits(self, *, tenant: str, limits: QuotaLimits) -> None:
         key = self._keys.key("t", tenant)

@@ -94,6 +94,36 @@ INSERT_DRAFT = "INSERT INTO drafts (draft_id, tenant_id, body) VALUES ($1, $2, $
 GET_DRAFT = "SELECT * FROM drafts WHERE draft_id = $1 AND ($2::text IS NULL OR tenant_id = $2) FOR UPDATE"
 UPDATE_DRAFT = "UPDATE drafts SET body = $2, workload_id = $3, updated_at = now() WHERE draft_id = $1"
 NOTIFY_WAKE = "SELECT pg_notify($1, current_schema())"
+LOCK_WORKLOADS = "SELECT * FROM workloads WHERE workload_id = ANY($1::text[]) ORDER BY workload_id FOR UPDATE"
+#: Several placements as one statement: placement rows, held slots (the primary key refuses a slot held
+#: twice, the partial unique index a second live placement), workload states and outbox rows; the
+#: relay's NOTIFY is delivered at commit. Any violation fails the whole statement.
+PLACE_MANY = """
+WITH p AS (
+    INSERT INTO placements (placement_id, workload_id, tenant_id, node, grants, gpus, units_milli, models,
+        priority, preemptible, ends_at, placed_at)
+    SELECT pid, wid, tid, node, grants::jsonb, gpus, units, models::jsonb, prio, pre, ends, placed
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bigint[],
+        $8::text[], $9::float8[], $10::bool[], $11::timestamptz[], $12::timestamptz[])
+        AS v(pid, wid, tid, node, grants, gpus, units, models, prio, pre, ends, placed)
+    RETURNING placement_id
+), s AS (
+    INSERT INTO held_slots (gpu_uuid, slot, placement_id)
+    SELECT * FROM unnest($13::text[], $14::text[], $15::text[])
+), w AS (
+    UPDATE workloads w SET state = 'placed', placement_id = v.pid, wait_reason = NULL, position = NULL,
+        estimated_start = NULL, priority = v.prio
+    FROM unnest($2::text[], $1::text[], $9::float8[]) AS v(wid, pid, prio)
+    WHERE w.workload_id = v.wid
+), o AS (
+    INSERT INTO outbox (event_id, topic, key, payload, traceparent)
+    SELECT event_id, topic, key, payload, traceparent
+    FROM unnest($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[]) WITH ORDINALITY
+        AS v(event_id, topic, key, payload, traceparent, n)
+    ORDER BY n
+)
+SELECT count(*) AS placed, pg_notify('gpucloud_outbox', current_schema()) AS woke_relay FROM p
+"""
 #: Everything a submission decides on, in one round trip and one snapshot: fair-share inputs, the
 #: tenant's quota row (if any), the project's budget stop (if any) and how many workloads wait.
 SUBMIT_CONTEXT = """
@@ -184,6 +214,29 @@ class Store:
         )
         assert found is not None
         return found
+
+    async def lock_workloads(self, workload_ids: Sequence[str]) -> list[asyncpg.Record]:
+        """Workload rows locked for this transaction (in id order, so two lockers never deadlock)."""
+        return list(await self.conn.fetch(LOCK_WORKLOADS, list(workload_ids)))
+
+    async def place_many(
+        self,
+        *,
+        rows: Sequence[dict[str, Any]],
+        slots: Sequence[tuple[str, str, str]],
+        outbox: Sequence[OutboxRow],
+    ) -> int:
+        """Record placements (rows as ``insert_placement`` takes), their slots (gpu, slot, placement id),
+        the workloads' new state and the outbox rows in one statement; returns how many placements."""
+        cols = ("placement_id", "workload_id", "tenant_id", "node")
+        args: list[list[Any]] = [[r[c] for r in rows] for c in cols]
+        args.append([_json(r["grants"]) for r in rows])
+        args += [[r[c] for r in rows] for c in ("gpus", "units_milli")]
+        args.append([_json(r["models"]) for r in rows])
+        args += [[r[c] for r in rows] for c in ("priority", "preemptible", "ends_at", "placed_at")]
+        args += [[s[i] for s in slots] for i in range(3)]
+        args += [[o[i] for o in outbox] for i in range(5)]
+        return int(await self.conn.fetchval(PLACE_MANY, *args))
 
     async def workload(self, workload_id: str, *, tenant: str | None = None) -> asyncpg.Record | None:
         """A workload, visible to ``tenant`` (None = any)."""

@@ -22,8 +22,22 @@ UPDATE gpus SET mig_enabled = $2, time_slice_ratio = $3, partitions = $4, update
 WHERE gpu_uuid = $1
 """
 SET_HEALTH = "UPDATE gpus SET health = $2, updated_at = now() WHERE gpu_uuid = $1"
+#: Taken first in a GPU-changing transaction (so two never wait on each other in opposite order).
+BUMP_FLEET = "UPDATE fleet_version SET version = version + 1"
 HEALTHY_UNITS = "SELECT coalesce(sum(units), 0) FROM gpus WHERE health = 'healthy'"
 ALL_GPUS = "SELECT * FROM gpus ORDER BY node, gpu_uuid"
+POLICY_SNAPSHOT = """
+SELECT v.version, g.capacity, u.usage_tenants, u.usage_values, u.usage_as_of, s.share_tenants,
+    s.share_values, t.tenant_ids, q.quota_tenants, q.quota_gpus, q.quota_units, q.quota_workloads
+FROM (SELECT coalesce(max(version), 0) AS version FROM fleet_version) v,
+    (SELECT coalesce(sum(units), 0) AS capacity FROM gpus WHERE health = 'healthy') g,
+    (SELECT array_agg(tenant_id) AS usage_tenants, array_agg(decayed_unit_hours) AS usage_values,
+        array_agg(as_of) AS usage_as_of FROM tenant_usage) u,
+    (SELECT array_agg(tenant_id) AS share_tenants, array_agg(shares) AS share_values FROM tenant_shares) s,
+    (SELECT array_agg(tenant_id) AS tenant_ids FROM tenants) t,
+    (SELECT array_agg(tenant_id) AS quota_tenants, array_agg(gpus) AS quota_gpus,
+        array_agg(units_milli) AS quota_units, array_agg(workloads) AS quota_workloads FROM tenant_quotas) q
+"""
 UPSERT_SHARES = """
 INSERT INTO tenant_shares (tenant_id, shares) VALUES ($1, $2)
 ON CONFLICT (tenant_id) DO UPDATE SET shares = $2, updated_at = now()
@@ -57,6 +71,7 @@ class FleetStore:
 
     async def upsert_gpu(self, *, row: dict[str, Any]) -> None:
         """Record a GPU's static facts, health and partitions."""
+        await self.conn.execute(BUMP_FLEET)
         await self.conn.execute(
             UPSERT_GPU,
             row["gpu_uuid"],
@@ -75,11 +90,19 @@ class FleetStore:
         self, gpu_uuid: str, *, mig_enabled: bool, ratio: int, partitions: list[dict[str, Any]]
     ) -> None:
         """Replace a GPU's slices."""
+        await self.conn.execute(BUMP_FLEET)
         await self.conn.execute(SET_PARTITIONS, gpu_uuid, mig_enabled, ratio, partitions)
 
     async def set_health(self, gpu_uuid: str, *, health: str) -> None:
         """Record a GPU's health."""
+        await self.conn.execute(BUMP_FLEET)
         await self.conn.execute(SET_HEALTH, gpu_uuid, health)
+
+    async def pass_policy(self) -> asyncpg.Record:
+        """In one round trip: the fleet version, fair-share inputs and every tenant's quota."""
+        row = await self.conn.fetchrow(POLICY_SNAPSHOT)
+        assert row is not None  # aggregates without GROUP BY always answer one row
+        return row
 
     async def gpus(self) -> list[asyncpg.Record]:
         """Every GPU known."""

@@ -70,3 +70,22 @@ async def test_quota_store_honours_the_contract(store: QuotaStore, isolation: Is
     assert not await store.intact()
     with pytest.raises(RebuildNeeded):
         await store.release(tenant="acme", placement_id="p2")
+
+
+async def test_batched_reserve_and_release_act_like_one_call_each_in_order(
+    store: QuotaStore, isolation: Isolation
+) -> None:
+    with pytest.raises(RebuildNeeded):
+        await store.reserve_many([("acme", "p0", ONE_GPU)])
+    await store.rebuild(limits={"acme": QuotaLimits(gpus=2)}, held=[])
+    assert await store.reserve_many([]) == []
+    answers = await store.reserve_many(
+        [("acme", "p1", ONE_GPU), ("acme", "p1", ONE_GPU), ("acme", "p2", ONE_GPU), ("acme", "p3", ONE_GPU)]
+    )
+    assert answers == [(), (), (), ("gpus",)], "each decision checked against the ones before it"
+    assert await store.usage(tenant="acme") == QuotaUsage(gpus=2, units_milli=16000, workloads=2)
+    assert await store.release_many([("acme", "p1"), ("acme", "p1"), ("acme", "p3")]) == [True, False, False]
+    assert await store.usage(tenant="acme") == ONE_GPU
+    await lose_data(store, isolation)
+    with pytest.raises(RebuildNeeded):
+        await store.release_many([("acme", "p2")])

@@ -1,0 +1,69 @@
+"""A pass's placements commit together: all or nothing per batch, then one at a time as before."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+from services.scheduler.app import create_app
+from services.scheduler.cluster import WHOLE_SLOT, Grant
+from services.scheduler.commit import commit_placements
+from services.scheduler.context import SchedulerContext
+from services.scheduler.decisions import Placement
+from services.scheduler.loader import PassCache, load_pass
+from services.scheduler.placer import rebuild_quotas
+from services.scheduler.quota import QuotaUsage
+from tests.integration.scheduler.helpers import capacity_known, create_tenant, register_gpus, settings, spec
+from tests.integration.support import Isolation, running
+
+
+async def test_a_failed_batch_gives_its_quota_back_and_falls_back_to_one_at_a_time(
+    isolation: Isolation,
+) -> None:
+    app = create_app(settings(isolation))
+    app.state.runtime.background = []  # no placer: the test makes the decisions
+    ctx: SchedulerContext = app.state.scheduler
+    async with running(app) as client:
+        headers = await create_tenant(client, "acme")
+        gpus = await register_gpus(isolation, count=3)
+        await capacity_known(client, headers, 3)
+        ids = []
+        for _ in range(4):
+            created = await client.post("/v1/workloads", json=spec(count=1), headers=headers)
+            assert created.status_code == 201, created.text
+            ids.append(created.json()["workload_id"])
+        await rebuild_quotas(ctx)
+        now = datetime.now(UTC)
+        async with ctx.runtime.pool.acquire() as conn:
+            inputs = await load_pass(conn, ctx, now=now, cache=PassCache())
+        views = {g.uuid: g for g in inputs.state.gpus}
+        workloads = {e.workload.id: e.workload for e in inputs.queue}
+
+        def on(wid: str, gpu: str) -> Placement:
+            return Placement(wid, "acme", (Grant(gpu, "node-1", WHOLE_SLOT, 8.0),), 0.5)
+
+        # Two clean decisions commit as one batch.
+        placed = await commit_placements(
+            ctx, [on(ids[0], gpus[0]), on(ids[1], gpus[1])], workloads, now=now, gpus=views
+        )
+        assert placed == 2
+        assert await ctx.quotas.usage(tenant="acme") == QuotaUsage(gpus=2, units_milli=16000, workloads=2)
+
+        # A batch whose second decision takes a held slot fails whole and gives its reservations back;
+        # then, one at a time, the first commits and the conflict surfaces as it always did.
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await commit_placements(
+                ctx, [on(ids[2], gpus[2]), on(ids[3], gpus[0])], workloads, now=now, gpus=views
+            )
+        assert await ctx.quotas.usage(tenant="acme") == QuotaUsage(gpus=3, units_milli=24000, workloads=3), (
+            "only the placement committed alone is counted"
+        )
+        states = {
+            r["workload_id"]: r["state"]
+            for r in await ctx.runtime.pool.fetch("SELECT workload_id, state FROM workloads")
+        }
+        assert states == {ids[0]: "placed", ids[1]: "placed", ids[2]: "placed", ids[3]: "queued"}
+        held = await ctx.runtime.pool.fetchval("SELECT count(*) FROM held_slots")
+        assert held == 3
