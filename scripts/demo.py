@@ -325,7 +325,10 @@ def recovery(tour: Tour, acme: dict[str, str], workload_id: str, gpu: str) -> No
                 seen.add(change["state"])
                 show("incident", f"{change['state']} {change.get('reason', '')}")
         for m in detail.get("migrations", []):
-            show("migration", f"{m['workload_id']}: {m['phase']} {m['percent']}%")
+            step = f"{m['workload_id']}: {m['phase']} {m['percent']}%"
+            if step not in seen:
+                seen.add(step)
+                show("migration", step)
         return detail if detail["state"] in ("resolved", "escalated") else None
 
     detail = wait(closed, timeout=240, what="the incident to close", every=2.0)
