@@ -51,14 +51,41 @@ class FaultDetector:
     def __init__(self, *, config: DetectorConfig) -> None:
         self._config = config
         self._gpus: dict[str, _GpuState] = {}
+        self._burst_of_nothing = config.sbe_burst <= 0  # then even unchanged counters are a "burst"
 
     def observe(self, *, node: str, at: datetime, sample: Mapping[str, Any]) -> list[FaultSignaledV1]:
         """Faults this sample shows that the previous ones did not."""
-        if sample.get("lost_reason") or sample.get("parent_gpu"):
+        get = sample.get
+        if get("lost_reason") or get("parent_gpu"):
             return []
-        state = self._gpus.setdefault(sample["gpu"], _GpuState())
-        found = [self._thermal(state, sample), *self._ecc(state, sample), self._pcie(state, sample)]
+        gpu = sample["gpu"]
+        state = self._gpus.get(gpu)
+        if state is None:
+            state = self._gpus[gpu] = _GpuState()
+        # Most samples are quiet: each check below is only run where it could fire or change state.
+        found: list[tuple[str, dict[str, Any]] | None] = []
+        temp = get("gpu_temp_c")
+        if temp is not None and (state.hot or temp >= self._thermal_limit(get("model") or "")):
+            found.append(self._thermal(state, sample))
+        if get("ecc_sbe_count") != state.sbe or get("ecc_dbe_count") != state.dbe or self._burst_of_nothing:
+            found.extend(self._ecc(state, sample))
+        rx = get("pcie_rx_bytes_per_s")
+        if rx is not None and (
+            state.saturated_run or rx / self._link(get("model") or "") >= self._config.pcie_share
+        ):
+            found.append(self._pcie(state, sample))
+        if not found:
+            return []
         return [_fault(kind, sample, node=node, at=at, evidence=ev) for kind, ev in filter(None, found)]
+
+    def _thermal_limit(self, model: str) -> float:
+        spec = _spec(model)
+        return (spec.slowdown_temp_c if spec else DEFAULT_SLOWDOWN_C) + self._config.thermal_margin_c
+
+    @staticmethod
+    def _link(model: str) -> float:
+        spec = _spec(model)
+        return spec.pcie_bytes_per_s if spec else DEFAULT_LINK_BYTES_PER_S
 
     def _thermal(self, state: _GpuState, s: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
         temp = s.get("gpu_temp_c")

@@ -13,7 +13,6 @@ import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from aiokafka import ConsumerRecord, TopicPartition
 
@@ -33,6 +32,7 @@ from services.telemetry.wire import WireBatch, decode_sample_batch
 __all__ = ["ingest_loop", "ingest_records"]
 
 log = logging.getLogger(__name__)
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
 Records = Mapping[TopicPartition, Sequence[ConsumerRecord[bytes, bytes]]]
 
 
@@ -63,25 +63,33 @@ def ingest_loop(state: TelemetryState) -> BackgroundTask:
 async def ingest_records(*, runtime: ServiceRuntime, state: TelemetryState, batches: Records) -> None:
     """Apply one poll: one Redis pipeline, rollup windows, and detected faults via the outbox."""
     started = time.perf_counter()
-    live = state.live(runtime)
-    pipe = runtime.redis.pipeline(transaction=False)
+    entries: dict[str, bytes] = {}  # gpu -> latest JSON; a later batch of the poll overwrites an earlier
+    members: dict[str, list[str]] = {}
+    recent: list[tuple[str, bytes]] = []
     sampled_at: list[float] = []
     faults: list[FaultSignaledV1] = []
+    observe, samples_seen = state.detector.observe, 0
     for records in batches.values():
         for record in records:
             batch = _decode(record.value)
             if batch is None:
                 continue
-            at = batch.at.timestamp()
-            entries, recent = _entries(state, node=batch.node, at=batch.at.isoformat(), samples=batch.samples)
-            live.write_batch(pipe, node=batch.node, entries=entries, recent=recent)
-            for sample in batch.samples:
-                state.rollups.add(node=batch.node, at=at, sample=sample)
-                faults.extend(state.detector.observe(node=batch.node, at=batch.at, sample=sample))
+            node, when, samples = batch.node, batch.at, batch.samples
+            at = when.timestamp()
+            members[node] = _entries(
+                state, node=node, at=when.isoformat(), batch=batch, into=entries, recent=recent
+            )
+            state.rollups.add_batch(node=node, at=at, samples=samples)
+            for sample in samples:
+                if found := observe(node=node, at=when, sample=sample):
+                    faults.extend(found)
             sampled_at.append(at)
-            SAMPLES_INGESTED.inc(len(batch.samples))
+            samples_seen += len(samples)
     if sampled_at:
+        pipe = runtime.redis.pipeline(transaction=False)
+        state.live(runtime).write_poll(pipe, entries=entries, members=members, recent=recent)
         await pipe.execute()
+        SAMPLES_INGESTED.inc(samples_seen)
     done = time.time()
     for at in sampled_at:
         SAMPLE_TO_REDIS_SECONDS.observe(max(0.0, done - at))
@@ -101,21 +109,50 @@ def _decode(raw: bytes | None) -> WireBatch | None:
 
 
 def _entries(
-    state: TelemetryState, *, node: str, at: str, samples: list[dict[str, Any]]
-) -> tuple[dict[str, bytes], list[str]]:
-    """JSON per GPU, labelled with the scheduler's allocation (the agent's labels are a fallback)."""
-    entries: dict[str, bytes] = {}
-    recent: list[str] = []
-    for sample in samples:
+    state: TelemetryState,
+    *,
+    node: str,
+    at: str,
+    batch: WireBatch,
+    into: dict[str, bytes],
+    recent: list[tuple[str, bytes]],
+) -> list[str]:
+    """JSON per GPU into `into`, labelled with the scheduler's allocation (the agent's labels are a
+    fallback); allocated GPUs' samples also go to `recent`. Returns the batch's GPUs.
+
+    Where the batch kept each sample's text, the stored JSON is that text with the labels, node and
+    time appended (what re-encoding the updated dict writes, without the encoding); a sample whose
+    labels disagree with the allocation, or with nulls to leave out, is re-encoded.
+    """
+    labels = state.view.labels
+    texts = batch.texts
+    tail = f',"node":{_dumps(node)},"at":"{at}"}}'
+    gpus: list[str] = []
+    for n, sample in enumerate(batch.samples):
         gpu = sample["gpu"]
-        workload, tenant = state.view.labels(sample.get("parent_gpu") or gpu)
+        get = sample.get
+        parent = get("parent_gpu")
+        workload, tenant = labels(parent or gpu)
+        value: bytes | None = None
+        if texts is not None and "node" not in sample and "at" not in sample and None not in sample.values():
+            if workload is None or (get("workload_id") == workload and get("tenant_id") == tenant):
+                value = (texts[n][:-1] + tail).encode()
+            elif "workload_id" not in sample and "tenant_id" not in sample:
+                added = f',"workload_id":{_dumps(workload)},"tenant_id":{_dumps(tenant)}'
+                value = (texts[n][:-1] + added + tail).encode()
         if workload is not None:
             sample["workload_id"], sample["tenant_id"] = workload, tenant
-        sample["node"], sample["at"] = node, at
-        entries[gpu] = json.dumps({k: v for k, v in sample.items() if v is not None}).encode()
-        if sample.get("workload_id") and not sample.get("parent_gpu"):
-            recent.append(gpu)
-    return entries, recent
+        if value is None:
+            sample["node"], sample["at"] = node, at
+            if None in sample.values():
+                value = _dumps({k: v for k, v in sample.items() if v is not None}).encode()
+            else:
+                value = _dumps(sample).encode()
+        into[gpu] = value
+        gpus.append(gpu)
+        if not parent and get("workload_id"):
+            recent.append((gpu, value))
+    return gpus
 
 
 async def _signal(runtime: ServiceRuntime, faults: list[FaultSignaledV1]) -> None:

@@ -8,6 +8,7 @@ for allocated GPUs, which is all the hints need. All of it is rebuilt by replayi
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,7 +17,9 @@ from redis.asyncio.client import Pipeline
 
 from libs.common.redis import Keyspace
 
-__all__ = ["LiveState"]
+__all__ = ["MEMBERSHIP_REFRESH_S", "LiveState"]
+
+MEMBERSHIP_REFRESH_S = 5.0
 
 
 class LiveState:
@@ -27,18 +30,39 @@ class LiveState:
         self._keys = keys
         self._recent = recent
         self.latest_key = keys.key("latest")
+        self._members: dict[str, tuple[float, frozenset[str]]] = {}  # node -> (refresh at, GPUs written)
 
-    def write_batch(
-        self, pipe: Pipeline, *, node: str, entries: Mapping[str, bytes], recent: Iterable[str]
+    def write_poll(
+        self,
+        pipe: Pipeline,
+        *,
+        entries: Mapping[str, bytes],
+        members: Mapping[str, Iterable[str]],
+        recent: Iterable[tuple[str, bytes]],
     ) -> None:
-        """Queue one node batch on a pipeline: latest values, node membership, recent lists."""
-        mapping: dict[Any, Any] = dict(entries)
-        pipe.hset(self.latest_key, mapping=mapping)
-        pipe.sadd(self._keys.key("node", node), *entries)
-        pipe.sadd(self._keys.key("nodes"), node)
-        for gpu in recent:
+        """Queue one poll's writes on a pipeline: latest values (one HSET for every node), node
+        membership, and the recent lists of allocated GPUs (every sample, in order).
+
+        Membership changes rarely, so a node's set is re-added only when it shows a GPU not written
+        yet, and otherwise every MEMBERSHIP_REFRESH_S (which also rebuilds it after Redis lost it).
+        """
+        if entries:
+            mapping: dict[Any, Any] = dict(entries)
+            pipe.hset(self.latest_key, mapping=mapping)
+        now = time.monotonic()
+        new_nodes: list[str] = []
+        for node, gpus in members.items():
+            known = self._members.get(node)
+            if known is None or now >= known[0] or not known[1].issuperset(gpus):
+                gpu_set = set(gpus) | (known[1] if known is not None and now < known[0] else set())
+                self._members[node] = (now + MEMBERSHIP_REFRESH_S, frozenset(gpu_set))
+                pipe.sadd(self._keys.key("node", node), *gpu_set)
+                new_nodes.append(node)
+        if new_nodes:
+            pipe.sadd(self._keys.key("nodes"), *new_nodes)
+        for gpu, value in recent:
             key = self._keys.key("recent", gpu)
-            pipe.lpush(key, entries[gpu])
+            pipe.lpush(key, value)
             pipe.ltrim(key, 0, self._recent - 1)
 
     async def all(self) -> list[dict[str, Any]]:

@@ -1,14 +1,15 @@
 """Rollups: per GPU and window, the average, maximum and 95th percentile of each rolled-up metric.
 
-Pure: samples and the clock are passed in. Values are kept in compact float arrays until the window
-closes (a 10,000-GPU fleet holds about 40 MB for a one-minute window).
+Pure: samples and the clock are passed in. Values are kept in one compact float array per GPU window
+(one row of len(ROLLED_UP) per sample, NaN where a metric is missing) until the window closes (a
+10,000-GPU fleet holds about 40 MB for a one-minute window).
 """
 
 from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +44,10 @@ class GpuWindow:
     stats: dict[str, dict[str, float]]
 
 
+_WIDTH = len(ROLLED_UP)
+_NAN = math.nan
+
+
 @dataclass(slots=True)
 class _Open:
     node: str
@@ -50,7 +55,7 @@ class _Open:
     samples: int = 0
     workload_id: str | None = None
     tenant_id: str | None = None
-    values: dict[str, array[float]] = field(default_factory=dict)
+    rows: array[float] = field(default_factory=lambda: array("d"))  # _WIDTH values per sample
 
 
 def window_start(at: float, *, window_s: float) -> float:
@@ -76,23 +81,42 @@ class RollupAccumulator:
 
     def add(self, *, node: str, at: float, sample: Mapping[str, Any]) -> None:
         """Add one GpuMetrics (as a dict) taken at epoch `at`; samples for closed windows are dropped."""
+        self.add_batch(node=node, at=at, samples=(sample,))
+
+    def add_batch(self, *, node: str, at: float, samples: Iterable[Mapping[str, Any]]) -> None:
+        """add() for every sample of one node batch taken at epoch `at`."""
         start = window_start(at, window_s=self.window_s)
         if start + self.window_s <= self._closed_until:
             # Its window was written already; a second, partial window would overwrite the full one.
-            self.late_samples += 1
+            self.late_samples += sum(1 for _ in samples)
             return
-        gpu = sample["gpu"]
-        win = self._open.get((gpu, start))
-        if win is None:
-            win = self._open[(gpu, start)] = _Open(node=node, model=sample.get("model") or "")
-        win.samples += 1
-        win.workload_id = sample.get("workload_id") or win.workload_id
-        win.tenant_id = sample.get("tenant_id") or win.tenant_id
-        for name, value in _values(sample):
-            col = win.values.get(name)
-            if col is None:
-                col = win.values[name] = array("d")
-            col.append(value)
+        windows = self._open
+        for sample in samples:
+            key = (sample["gpu"], start)
+            win = windows.get(key)
+            if win is None:
+                win = windows[key] = _Open(node=node, model=sample.get("model") or "")
+            win.samples += 1
+            get = sample.get
+            win.workload_id = get("workload_id") or win.workload_id
+            win.tenant_id = get("tenant_id") or win.tenant_id
+            used, total = get("fb_used_bytes"), get("fb_total_bytes")
+            row: list[Any] = [
+                get("sm_util_pct"),
+                get("mem_util_pct"),
+                100.0 * used / total if used is not None and total else None,
+                get("gpu_temp_c"),
+                get("mem_temp_c"),
+                get("power_w"),
+                get("pcie_rx_bytes_per_s"),
+                get("pcie_tx_bytes_per_s"),
+            ]
+            if None in row:
+                row = [_NAN if v is None else v for v in row]
+            try:
+                win.rows.fromlist(row)  # all or nothing
+            except TypeError:
+                win.rows.fromlist([float(v) for v in row])  # numbers sent as strings, as float() reads them
 
     def close(self, *, now: float, grace_s: float) -> Iterator[GpuWindow]:
         """Remove and yield every window that ended at least `grace_s` before `now`; later ones stay open."""
@@ -110,7 +134,7 @@ class RollupAccumulator:
                 samples=win.samples,
                 workload_id=win.workload_id,
                 tenant_id=win.tenant_id,
-                stats={name: _stats(col) for name, col in win.values.items()},
+                stats=_window_stats(win.rows),
             )
 
     @property
@@ -119,17 +143,15 @@ class RollupAccumulator:
         return len(self._open)
 
 
-def _values(sample: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
-    for name in ROLLED_UP:
-        if name == "fb_used_pct":
-            used, total = sample.get("fb_used_bytes"), sample.get("fb_total_bytes")
-            if used is not None and total:
-                yield name, 100.0 * used / total
-            continue
-        value = sample.get(name)
-        if value is not None:
-            yield name, float(value)
+def _window_stats(rows: array[float]) -> dict[str, dict[str, float]]:
+    """Stats per rolled-up metric over the samples that carried it (metrics none carried are left out)."""
+    stats: dict[str, dict[str, float]] = {}
+    for i, name in enumerate(ROLLED_UP):
+        present = [v for v in rows[i::_WIDTH] if v == v]  # NaN marks a sample without the metric
+        if present:
+            stats[name] = _stats(present)
+    return stats
 
 
-def _stats(col: array[float]) -> dict[str, float]:
+def _stats(col: list[float]) -> dict[str, float]:
     return {"avg": round(sum(col) / len(col), 3), "max": max(col), "p95": percentile(col, 95)}

@@ -33,12 +33,12 @@ from libs.common.events import (
 from libs.common.events import topics as t
 from libs.common.events.agent import SimFaultRequestedV1, WorkloadProfileSetV1
 from services.telemetry.agent.placements import PlacementBook
-from services.telemetry.agent.reports import lost_fault, node_discovered, sample_dicts, xid_fault
+from services.telemetry.agent.reports import encoded_samples, lost_fault, node_discovered, xid_fault
 from services.telemetry.agent.setup import AgentSetup
 from services.telemetry.metrics import GpuLost
 from services.telemetry.settings import TelemetrySettings
 from services.telemetry.sim import FaultKind, UnknownGpu
-from services.telemetry.wire import encode_sample_batch
+from services.telemetry.wire import SampleEncoder
 from services.telemetry.xid import XidCounter
 
 __all__ = ["NodeAgent", "utc_now"]
@@ -67,6 +67,7 @@ class NodeAgent:
         self._lost: set[str] = set()
         self._pending: list[asyncio.Future[Any]] = []
         self._producer: AIOKafkaProducer | None = None
+        self._encoder = SampleEncoder(source=SOURCE)
         self.ticks = 0
         self.slow_ticks = 0
 
@@ -192,33 +193,40 @@ class NodeAgent:
         for report in self._book.reports(now=now):
             self._send(report)
         allocations = self._book.allocations()
+        stamp = now.isoformat()
+        topic = self._s.topic(t.TELEMETRY_SAMPLES)
         for host, probe in self._setup.probes.items():
-            readings = await probe.sample()
+            # A probe that offers sample_values (the simulator) skips building a model per GPU.
+            fast = getattr(probe, "sample_values", None)
+            readings: list[Any] = await (fast() if fast is not None else probe.sample())
             xids = await probe.poll_xids()
-            self._xids.record(xids)
-            for event in xids:
-                total = self._xid_totals.get(event.gpu_uuid, 0) + 1
-                self._xid_totals[event.gpu_uuid] = total
-                self._send(xid_fault(event, total=total))
-            for reading in readings:
-                self._track_loss(reading)
-            samples = sample_dicts(
+            if xids:
+                self._xids.record(xids)
+                for event in xids:
+                    total = self._xid_totals.get(event.gpu_uuid, 0) + 1
+                    self._xid_totals[event.gpu_uuid] = total
+                    self._send(xid_fault(event, total=total))
+            self._track_loss(readings)
+            samples = encoded_samples(
+                encoder=self._encoder,
                 readings=readings,
                 models=self._setup.models,
                 allocations=allocations,
                 xid_totals=self._xid_totals,
             )
-            value = encode_sample_batch(node=host, at=now, samples=samples, source=SOURCE)
-            self._queue(self._s.topic(t.TELEMETRY_SAMPLES), key=host.encode(), value=value)
+            self._queue(
+                topic, key=host.encode(), value=self._encoder.batch(node=host, stamp=stamp, samples=samples)
+            )
         await self._flush()
 
-    def _track_loss(self, reading: Any) -> None:
-        if isinstance(reading, GpuLost):
-            if reading.gpu_uuid not in self._lost:
-                self._lost.add(reading.gpu_uuid)
-                self._send(lost_fault(reading))
-        else:
-            self._lost.discard(reading.gpu_uuid)
+    def _track_loss(self, readings: list[Any]) -> None:
+        for reading in readings:
+            if isinstance(reading, GpuLost):
+                if reading.gpu_uuid not in self._lost:
+                    self._lost.add(reading.gpu_uuid)
+                    self._send(lost_fault(reading))
+            elif self._lost:
+                self._lost.discard(reading[0] if isinstance(reading, tuple) else reading.gpu_uuid)
 
     def _send(self, payload: Event) -> None:
         envelope: Envelope = envelop(payload, source=SOURCE)

@@ -11,9 +11,18 @@ from libs.common.events.agent import DiscoveredGpu, DiscoveredMigInstance, NodeD
 from libs.common.events.telemetry import FaultSignaledV1, GpuMetrics, SampleBatchV1
 from services.telemetry.metrics import GpuLost, GpuReading, GpuSample, XidEvent
 from services.telemetry.probe import NodeDiscovery
+from services.telemetry.wire import SampleEncoder
 from services.telemetry.xid import XID_DESCRIPTIONS
 
-__all__ = ["Allocation", "lost_fault", "node_discovered", "sample_batch", "sample_dicts", "xid_fault"]
+__all__ = [
+    "Allocation",
+    "encoded_samples",
+    "lost_fault",
+    "node_discovered",
+    "sample_batch",
+    "sample_dicts",
+    "xid_fault",
+]
 
 #: (workload_id, tenant_id) a GPU is allocated to.
 Allocation = tuple[str, str]
@@ -41,6 +50,36 @@ def sample_dicts(
         samples.append(_present({**common, **_metrics(reading)}))
         samples.extend(_mig_metrics(reading, common))
     return samples
+
+
+def encoded_samples(
+    *,
+    encoder: SampleEncoder,
+    readings: Iterable[GpuReading | tuple[Any, ...]],
+    models: Mapping[str, str],
+    allocations: Mapping[str, Allocation],
+    xid_totals: Mapping[str, int],
+) -> list[str]:
+    """sample_dicts, JSON-encoded; values rows (a fast probe's GPUs that answer) go through a template."""
+    out: list[str] = []
+    row = encoder.row
+    for reading in readings:
+        if isinstance(reading, tuple):
+            gpu = reading[0]
+            out.append(
+                row(
+                    reading,
+                    model=models.get(gpu, ""),
+                    xid_count=xid_totals.get(gpu, 0),
+                    allocation=allocations.get(gpu),
+                )
+            )
+        else:
+            dicts = sample_dicts(
+                readings=[reading], models=models, allocations=allocations, xid_totals=xid_totals
+            )
+            out.extend(encoder.sample(d) for d in dicts)
+    return out
 
 
 def sample_batch(

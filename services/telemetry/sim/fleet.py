@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from datetime import datetime
+from typing import Any
 
 from services.telemetry.gpu_models import GPU_MODELS
 from services.telemetry.ids import gpu_uuid
@@ -11,7 +12,7 @@ from services.telemetry.metrics import GpuReading, XidEvent
 from services.telemetry.probe import GpuInfo, NodeDiscovery
 from services.telemetry.sim import faults
 from services.telemetry.sim.faults import FaultKind
-from services.telemetry.sim.gpu import SimGpu, combine, read, step
+from services.telemetry.sim.gpu import SimGpu, combine, read, step, values
 from services.telemetry.sim.physics import IDLE, PROFILES, Load, ProfileKind, profile_load
 from services.telemetry.sim.spec import FleetSpec
 from services.telemetry.sim.workloads import Phase, SimWorkload, WorkloadPlayer, WorkloadReport
@@ -88,18 +89,30 @@ class SimFleet:
 
     def sample_node(self, *, hostname: str, now: datetime) -> list[GpuReading]:
         """Advance a node's GPUs to `now` and read them: one reading per GPU."""
+        return [read(gpu, now=now) for gpu in self._advance(hostname=hostname, now=now)]
+
+    def sample_node_values(self, *, hostname: str, now: datetime) -> list[GpuReading | tuple[Any, ...]]:
+        """sample_node for the agent's fast path: a GPU that answers comes as values(gpu), a lost one
+        as its GpuLost reading."""
+        return [
+            values(gpu) if gpu.lost is None else read(gpu, now=now)
+            for gpu in self._advance(hostname=hostname, now=now)
+        ]
+
+    def _advance(self, *, hostname: str, now: datetime) -> list[SimGpu]:
+        """Step every answering GPU of a node to `now` (random faults, workloads' load, settling)."""
         t = self._physics_time(now)
         rate = self.spec.fault_rate_per_gpu_hour
-        readings: list[GpuReading] = []
-        for gpu in self._nodes[hostname]:
+        gpus = self._nodes[hostname]
+        for gpu in gpus:
             if gpu.lost is None:
                 if rate and gpu.rng.random() < rate * (t - gpu.t) / 3600.0:
                     kind, xid = faults.random_fault(gpu.rng)
                     faults.apply_fault(gpu, fault=kind, xid=xid)
                 step(gpu, t=t, load=self._load(gpu))
-                self._settle(gpu, now=now)
-            readings.append(read(gpu, now=now))
-        return readings
+                if gpu.raised_xids or gpu.oom:
+                    self._settle(gpu, now=now)
+        return gpus
 
     def poll_xids(self, *, hostname: str) -> list[XidEvent]:
         """XID events raised on a node since the previous poll."""
@@ -154,8 +167,10 @@ class SimFleet:
         return self._t0 + (now.timestamp() - self._t0) * self._speed
 
     def _load(self, gpu: SimGpu) -> Load:
-        loads = [_workload_load(wl, rng=gpu.rng) for wl in self.player.on_gpu(gpu.uuid)]
-        return combine(loads) if loads else IDLE
+        placed = self.player.on_gpu(gpu.uuid)
+        if not placed:
+            return IDLE
+        return combine([_workload_load(wl, rng=gpu.rng) for wl in placed])
 
     def _settle(self, gpu: SimGpu, *, now: datetime) -> None:
         """Turn what a step or fault raised into XID events and workload failures."""

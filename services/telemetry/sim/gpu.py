@@ -5,12 +5,14 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from datetime import datetime
+from math import exp
+from typing import Any
 
 from services.telemetry.gpu_models import GpuModelSpec
 from services.telemetry.metrics import GpuLost, GpuReading, GpuSample
-from services.telemetry.sim.physics import AMBIENT_C, Load, lag, power_draw_w, steady_temp_c
+from services.telemetry.sim.physics import AMBIENT_C, Load, power_draw_w, steady_temp_c
 
-__all__ = ["DRIVER_RESERVED_BYTES", "SimGpu", "combine", "read", "step"]
+__all__ = ["DRIVER_RESERVED_BYTES", "SimGpu", "combine", "read", "step", "values"]
 
 DRIVER_RESERVED_BYTES = 512 * 1024**2  # CUDA context + driver reservations while anything runs
 UTIL_TAU_S = 2.0
@@ -66,52 +68,81 @@ def combine(loads: list[Load]) -> Load:
 
 
 def step(gpu: SimGpu, *, t: float, load: Load) -> None:
-    """Advance one GPU to time t under a load: lags, power, heat, clocks, leak and faults."""
+    """Advance one GPU to time t under a load: lags, power, heat, clocks, leak and faults.
+
+    The first-order lags are physics.lag written out (same formula, one exp per time constant):
+    this runs for every GPU every second, and at fleet scale the calls cost more than the maths.
+    """
     dt, gpu.t = t - gpu.t, t
     spec = gpu.spec
+    util_gain = 1.0 - exp(-dt / UTIL_TAU_S) if dt > 0 else 0.0
     sm_target = load.sm_pct * (0.35 if gpu.pcie_saturated else 1.0)  # starved of input
-    gpu.sm = lag(current=gpu.sm, target=sm_target, dt_s=dt, tau_s=UTIL_TAU_S)
-    gpu.mem_util = lag(current=gpu.mem_util, target=load.mem_util_pct, dt_s=dt, tau_s=UTIL_TAU_S)
+    gpu.sm = sm = gpu.sm + (sm_target - gpu.sm) * util_gain
+    gpu.mem_util = mem_util = gpu.mem_util + (load.mem_util_pct - gpu.mem_util) * util_gain
     rx_fraction = 0.97 if gpu.pcie_saturated else load.pcie_rx_fraction
     gpu.pcie_rx = rx_fraction * spec.pcie_bytes_per_s
     gpu.pcie_tx = 0.25 * gpu.pcie_rx
-    _step_memory(gpu, dt=dt, load=load)
-    _step_power_and_heat(gpu, dt=dt)
 
-
-def _step_memory(gpu: SimGpu, *, dt: float, load: Load) -> None:
-    total = gpu.spec.memory_bytes
+    # Memory: the job's plateau plus anything leaked; an allocation that does not fit is an OOM.
+    total = spec.memory_bytes
     reserved = DRIVER_RESERVED_BYTES if load.memory_fraction > 0 else 0
     gpu.leaked += gpu.leak_bytes_per_s * dt
     target = reserved + load.memory_fraction * total + gpu.leaked
-    gpu.fb_used = lag(current=gpu.fb_used, target=target, dt_s=dt, tau_s=load.memory_tau_s)
+    if dt > 0:
+        gpu.fb_used += (target - gpu.fb_used) * (1.0 - exp(-dt / load.memory_tau_s))
     if gpu.fb_used >= total:
         # The allocation that does not fit kills the process; its memory is freed with it.
         gpu.oom, gpu.fb_used, gpu.leaked, gpu.leak_bytes_per_s = True, float(reserved), 0.0, 0.0
 
-
-def _step_power_and_heat(gpu: SimGpu, *, dt: float) -> None:
-    spec = gpu.spec
+    # Power and heat.
     limit = spec.power_limit_w if gpu.power_cap_w is None else min(gpu.power_cap_w, spec.power_limit_w)
     wanted = power_draw_w(
-        sm_pct=gpu.sm, mem_util_pct=gpu.mem_util, idle_w=spec.idle_power_w, limit_w=spec.power_limit_w
+        sm_pct=sm, mem_util_pct=mem_util, idle_w=spec.idle_power_w, limit_w=spec.power_limit_w
     )
     clock_factor, throttle = 1.0, 0
     if wanted > limit:
         clock_factor, throttle = limit / wanted, THROTTLE_SW_POWER
     gpu.power = min(wanted, limit)
     steady = steady_temp_c(power_w=gpu.power, limit_w=spec.power_limit_w, cooling=gpu.cooling)
-    gpu.temp = lag(current=gpu.temp, target=steady, dt_s=dt, tau_s=TEMP_TAU_S)
-    gpu.mem_temp = lag(current=gpu.mem_temp, target=steady + 6.0, dt_s=dt, tau_s=MEM_TEMP_TAU_S)
+    if dt > 0:
+        gpu.temp += (steady - gpu.temp) * (1.0 - exp(-dt / TEMP_TAU_S))
+        gpu.mem_temp += (steady + 6.0 - gpu.mem_temp) * (1.0 - exp(-dt / MEM_TEMP_TAU_S))
     if gpu.temp >= spec.slowdown_temp_c:
         clock_factor, throttle = clock_factor * 0.6, throttle | THROTTLE_HW_THERMAL
     if gpu.temp >= spec.slowdown_temp_c + SHUTDOWN_MARGIN_C:
         gpu.lost = f"thermal shutdown at {gpu.temp:.0f} °C, fell off the bus"
         gpu.raised_xids.append(79)
-    if gpu.sm < 1.0:
+    if sm < 1.0:
         gpu.sm_clock, gpu.throttle = spec.idle_sm_clock_mhz, throttle | THROTTLE_IDLE
     else:
         gpu.sm_clock, gpu.throttle = int(spec.max_sm_clock_mhz * clock_factor), throttle
+
+
+def values(gpu: SimGpu) -> tuple[Any, ...]:
+    """What read() reports for a GPU that answers, as (uuid, index, *wire.METRIC_FIELDS values).
+
+    The agent's fast path: the same numbers as read()'s GpuSample, without building a model.
+    """
+    spec = gpu.spec
+    return (
+        gpu.uuid,
+        gpu.index,
+        round(gpu.sm, 1),
+        round(gpu.mem_util, 1),
+        int(gpu.fb_used),
+        spec.memory_bytes,
+        int(gpu.pcie_tx),
+        int(gpu.pcie_rx),
+        round(gpu.temp, 1),
+        round(gpu.mem_temp, 1),
+        round(gpu.power, 1),
+        float(spec.power_limit_w if gpu.power_cap_w is None else gpu.power_cap_w),
+        gpu.sm_clock,
+        spec.mem_clock_mhz,
+        gpu.ecc_sbe,
+        gpu.ecc_dbe,
+        gpu.throttle,
+    )
 
 
 def read(gpu: SimGpu, *, now: datetime) -> GpuReading:

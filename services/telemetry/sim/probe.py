@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
 from services.telemetry.metrics import GpuReading, XidEvent
 from services.telemetry.probe import NodeDiscovery
@@ -26,6 +27,10 @@ class SimProbe:
 
     async def sample(self) -> list[GpuReading]:
         return self._fleet.sample_node(hostname=self._hostname, now=self._clock())
+
+    async def sample_values(self) -> list[GpuReading | tuple[Any, ...]]:
+        """sample() for the agent's fast path: values(gpu) tuples for GPUs that answer (see gpu.values)."""
+        return self._fleet.sample_node_values(hostname=self._hostname, now=self._clock())
 
     async def poll_xids(self) -> list[XidEvent]:
         return self._fleet.poll_xids(hostname=self._hostname)
