@@ -23,7 +23,7 @@ ROOT = HERE.parent
 SKIP = {"run.py", "common.py", "__init__.py", "targets.py"}
 
 sys.path.insert(0, str(ROOT))
-from bench.targets import TARGETS, verdict  # noqa: E402
+from bench.targets import TARGETS, score, verdict  # noqa: E402
 
 
 def scripts(selected: list[str]) -> list[Path]:
@@ -87,6 +87,7 @@ def render(rows: list[dict[str, object]], runs: list[tuple[str, str, float]], co
             f"| {row['bench']} | {row['metric']} | {row['value']} | {row['unit']} | "
             f"{target.describe() if target else ''} | {verdict(target, row['value']) if target else ''} |"
         )
+    lines += ["", "## Figures against their targets", "", chart(rows)]
     lines += ["", "## Runs", "", "| script | status | seconds |", "| --- | --- | ---: |"]
     lines += [f"| {name} | {status} | {secs:.0f} |" for name, status, secs in runs]
     missing = [t for t in TARGETS if not any((r["bench"], r["metric"]) == t for r in rows)]
@@ -94,6 +95,40 @@ def render(rows: list[dict[str, object]], runs: list[tuple[str, str, float]], co
         lines += ["", "## Targets without a figure", ""]
         lines += [f"- {b} / {m}: {TARGETS[(b, m)].describe()}" for b, m in missing]
     return "\n".join(lines) + "\n"
+
+
+def chart(rows: list[dict[str, object]]) -> str:
+    """A Mermaid bar chart: each targeted figure as a percentage of its target (100 = met, capped at 300)."""
+    scored = []
+    for row in rows:
+        target = TARGETS.get((str(row["bench"]), str(row["metric"])))
+        if target is not None and isinstance(row["value"], int | float):
+            scored.append((f"{row['bench']}/{row['metric']}", score(target, float(row["value"]))))
+    if not scored:
+        return "(no figure with a target)"
+    labels = ", ".join(f'"{name}"' for name, _ in scored)
+    values = ", ".join(f"{value:.0f}" for _, value in scored)
+    return "\n".join(
+        [
+            "```mermaid",
+            "xychart-beta horizontal",
+            '    title "Each figure as % of its target (100 = target met; higher is better)"',
+            f"    x-axis [{labels}]",
+            '    y-axis "% of target" 0 --> 300',
+            f"    bar [{values}]",
+            "```",
+        ]
+    )
+
+
+def sync_readme(report_chart: str) -> None:
+    """Put the latest chart between the README's bench markers, so the front page shows real figures."""
+    readme = ROOT / "README.md"
+    text = readme.read_text()
+    start, end = "<!-- bench:start -->\n", "<!-- bench:end -->"
+    if start in text and end in text:
+        head, rest = text.split(start, 1)
+        readme.write_text(head + start + report_chart + "\n" + end + rest.split(end, 1)[1])
 
 
 def main() -> int:
@@ -115,6 +150,8 @@ def main() -> int:
     (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     command = "make bench" if not args.only else f"python -m bench.run {' '.join(args.only)}"
     (HERE / "REPORT.md").write_text(render(rows, runs, command))
+    if not args.only:
+        sync_readme(chart(rows))
     print(f"wrote {HERE / 'REPORT.md'}", flush=True)
     return 0 if all(status == "exit 0" for _, status, _ in runs) else 1
 
