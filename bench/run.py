@@ -27,7 +27,7 @@ from bench.targets import TARGETS, score, verdict  # noqa: E402
 
 
 def scripts(selected: list[str]) -> list[Path]:
-    found = sorted(p for p in HERE.glob("*.py") if p.name not in SKIP)
+    found = sorted(p for p in HERE.glob("*.py") if p.name not in SKIP and not p.name.startswith("_"))
     return [p for p in found if not selected or p.stem in selected]
 
 
