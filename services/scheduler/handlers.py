@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from libs.common.bus.consumer import Handler, HandlerContext
 from libs.common.events import Event
-from libs.common.events.agent import WorkloadExitedV1, WorkloadStartedV1
+from libs.common.events.agent import MigrationStepV1, WorkloadExitedV1, WorkloadStartedV1
 from libs.common.events.billing import BudgetThresholdCrossedV1, UsageDecayedV1
 from libs.common.events.inventory import GpuHealthChangedV1, GpuPartitionsChangedV1, GpuRegisteredV1
 from libs.common.events.recovery import MigrationRequestedV1
@@ -57,13 +57,12 @@ async def handle_health_changed(event: GpuHealthChangedV1, ctx: HandlerContext) 
 
 
 async def handle_started(event: WorkloadStartedV1, ctx: HandlerContext) -> None:
-    store = Store(ctx.uow.conn)
-    row = await store.lock_workload(event.workload_id)
     # Only the current placement counts: a late report about an old one changes nothing.
-    if row is None or row["placement_id"] != event.placement_id or row["state"] != "placed":
+    row = await Store(ctx.uow.conn).start_run(
+        event.workload_id, placement_id=event.placement_id, at=ctx.envelope.time
+    )
+    if row is None:
         return
-    await store.start_placement(event.placement_id, at=ctx.envelope.time)
-    await store.set_state(event.workload_id, state="running", placement_id=event.placement_id)
     running = WorkloadRunningV1(
         workload_id=event.workload_id,
         tenant_id=row["tenant_id"],
@@ -76,56 +75,51 @@ async def handle_started(event: WorkloadStartedV1, ctx: HandlerContext) -> None:
         await ctx.uow.emit(running, tenant=row["tenant_id"])
 
 
-async def _accrue_usage(
-    ctx: HandlerContext, *, tenant: str, unit_hours: float, at: datetime, half_life: timedelta
-) -> None:
-    fleet = FleetStore(ctx.uow.conn)
-    current = await fleet.usage(tenant)
-    acc = (
-        DecayedUsage(float(current["decayed_unit_hours"]), current["as_of"])
-        if current
-        else DecayedUsage(0.0, at)
+async def handle_migration_step(event: MigrationStepV1, ctx: HandlerContext) -> None:
+    # A migrated workload is not started again: the agent's last step says it runs on the new placement.
+    if event.phase != "running":
+        return
+    started = WorkloadStartedV1(
+        workload_id=event.workload_id,
+        tenant_id=event.tenant_id,
+        placement_id=event.placement_id,
+        node=event.node,
     )
-    after = accrue(acc, amount=unit_hours, at=at, half_life=half_life)
-    await fleet.set_usage(tenant, value=after.value, as_of=after.as_of)
+    await handle_started(started, ctx)
 
 
 def _exited(half_life: timedelta) -> Handler:
     async def handle_exited(event: WorkloadExitedV1, ctx: HandlerContext) -> None:
-        store = Store(ctx.uow.conn)
-        row = await store.lock_workload(event.workload_id)
-        if (
-            row is None
-            or row["placement_id"] != event.placement_id
-            or row["state"] not in ("placed", "running")
-        ):
-            return
-        at = ctx.envelope.time
-        ended = await store.end_placement(event.placement_id, outcome=event.outcome, at=at)
+        store, at = Store(ctx.uow.conn), ctx.envelope.time
+        ended = await store.end_run(
+            event.workload_id,
+            placement_id=event.placement_id,
+            outcome=event.outcome,
+            reason=event.reason,
+            at=at,
+        )
         if ended is None:
             return
-        await store.end_workload(
-            event.workload_id, state=event.outcome, outcome=event.outcome, reason=event.reason, at=at
-        )
+        tenant = ended["tenant_id"]
         hours = max((at - (ended["started_at"] or ended["placed_at"])).total_seconds(), 0.0) / 3600
-        await _accrue_usage(
-            ctx,
-            tenant=row["tenant_id"],
-            unit_hours=hours * ended["units_milli"] / 1000,
-            at=at,
-            half_life=half_life,
+        acc = (
+            DecayedUsage(float(ended["decayed_unit_hours"]), ended["as_of"])
+            if ended["as_of"] is not None
+            else DecayedUsage(0.0, at)
         )
+        after = accrue(acc, amount=hours * ended["units_milli"] / 1000, at=at, half_life=half_life)
+        await FleetStore(ctx.uow.conn).set_usage(tenant, value=after.value, as_of=after.as_of)
         ended_event = WorkloadEndedV1(
             workload_id=event.workload_id,
-            tenant_id=row["tenant_id"],
+            tenant_id=tenant,
             placement_id=event.placement_id,
             outcome=event.outcome,
             reason=event.reason,
         )
         with workload_trace(
-            workload_id=event.workload_id, traceparent=row["traceparent"], name="scheduler.ended"
+            workload_id=event.workload_id, traceparent=ended["traceparent"], name="scheduler.ended"
         ):
-            await ctx.uow.emit(ended_event, tenant=row["tenant_id"])
+            await ctx.uow.emit(ended_event, tenant=tenant)
         await store.wake_placer()
 
     return handle_exited
@@ -170,6 +164,7 @@ def make_handlers(*, half_life: timedelta) -> Mapping[type[Event], Handler]:
         GpuPartitionsChangedV1: handle_partitions_changed,
         GpuHealthChangedV1: handle_health_changed,
         WorkloadStartedV1: handle_started,
+        MigrationStepV1: handle_migration_step,
         WorkloadExitedV1: _exited(half_life),
         MigrationRequestedV1: handle_migration_requested,
         UsageDecayedV1: handle_usage_decayed,

@@ -94,6 +94,48 @@ INSERT_DRAFT = "INSERT INTO drafts (draft_id, tenant_id, body) VALUES ($1, $2, $
 GET_DRAFT = "SELECT * FROM drafts WHERE draft_id = $1 AND ($2::text IS NULL OR tenant_id = $2) FOR UPDATE"
 UPDATE_DRAFT = "UPDATE drafts SET body = $2, workload_id = $3, updated_at = now() WHERE draft_id = $1"
 NOTIFY_WAKE = "SELECT pg_notify($1, current_schema())"
+#: The agent's start, as one statement: only for the workload's current placement while it is placed
+#: (the row locked, so a concurrent exit waits); answers the workload's tenant and trace, or nothing.
+START_WORKLOAD = """
+WITH w AS (
+    SELECT workload_id, tenant_id, traceparent FROM workloads
+    WHERE workload_id = $1 AND placement_id = $2 AND state = 'placed'
+    FOR UPDATE
+), p AS (
+    UPDATE placements SET started_at = $3
+    WHERE placement_id = $2 AND started_at IS NULL AND EXISTS (SELECT 1 FROM w)
+), s AS (
+    UPDATE workloads x SET state = 'running', wait_reason = NULL, position = NULL, estimated_start = NULL
+    FROM w WHERE x.workload_id = w.workload_id
+)
+SELECT tenant_id, traceparent FROM w
+"""
+#: The agent's exit, as one statement: the workload (its current placement, placed or running) locked,
+#: the placement ended and its slots freed, the workload ended, and the tenant's usage row locked for
+#: the accrual that follows. No row when the report is stale or the placement had already ended.
+END_WORKLOAD_RUN = """
+WITH w AS (
+    SELECT workload_id, tenant_id, traceparent FROM workloads
+    WHERE workload_id = $1 AND placement_id = $2 AND state IN ('placed', 'running')
+    FOR UPDATE
+), p AS (
+    UPDATE placements SET ended_at = $3, outcome = $4, quota_released = false
+    WHERE placement_id = $2 AND ended_at IS NULL AND EXISTS (SELECT 1 FROM w)
+    RETURNING started_at, placed_at, units_milli
+), h AS (
+    DELETE FROM held_slots WHERE placement_id = $2 AND EXISTS (SELECT 1 FROM w)
+), e AS (
+    UPDATE workloads x SET state = $4, outcome = $4, reason = $5, ended_at = $3, position = NULL,
+        wait_reason = NULL, estimated_start = NULL
+    FROM w WHERE x.workload_id = w.workload_id AND EXISTS (SELECT 1 FROM p)
+), u AS (
+    SELECT decayed_unit_hours, as_of FROM tenant_usage
+    WHERE tenant_id = (SELECT tenant_id FROM w) AND EXISTS (SELECT 1 FROM p)
+    FOR UPDATE
+)
+SELECT w.tenant_id, w.traceparent, p.started_at, p.placed_at, p.units_milli, u.decayed_unit_hours, u.as_of
+FROM w CROSS JOIN p LEFT JOIN u ON true
+"""
 LOCK_WORKLOADS = "SELECT * FROM workloads WHERE workload_id = ANY($1::text[]) ORDER BY workload_id FOR UPDATE"
 #: Several placements as one statement: placement rows, held slots (the primary key refuses a slot held
 #: twice, the partial unique index a second live placement), workload states and outbox rows; the
@@ -214,6 +256,17 @@ class Store:
         )
         assert found is not None
         return found
+
+    async def start_run(self, workload_id: str, *, placement_id: str, at: datetime) -> asyncpg.Record | None:
+        """Mark the current placement started and the workload running; None when the report is stale."""
+        return await self.conn.fetchrow(START_WORKLOAD, workload_id, placement_id, at)
+
+    async def end_run(
+        self, workload_id: str, *, placement_id: str, outcome: str, reason: str, at: datetime
+    ) -> asyncpg.Record | None:
+        """End the current placement and the workload, free its slots and lock the tenant's usage row;
+        None when the report is stale or the placement had already ended."""
+        return await self.conn.fetchrow(END_WORKLOAD_RUN, workload_id, placement_id, at, outcome, reason)
 
     async def lock_workloads(self, workload_ids: Sequence[str]) -> list[asyncpg.Record]:
         """Workload rows locked for this transaction (in id order, so two lockers never deadlock)."""

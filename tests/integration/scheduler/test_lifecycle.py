@@ -62,3 +62,12 @@ async def test_submitted_job_is_placed_runs_and_completes_with_events_in_order(i
             return bool(body["state"] == "completed")
 
         await eventually(completed, what="completed state")
+        explained = (await client.get(f"/v1/workloads/{wid}/priority", headers=headers)).json()
+        assert explained["decayed_usage_unit_hours"] > 0, "the run's unit-hours accrue to the tenant"
+
+        again = await client.post("/v1/workloads", json=spec(count=2), headers=headers)
+        second = again.json()["workload_id"]
+        await reader.wait_for(
+            lambda evs: any(isinstance(p, WorkloadPlacedV1) for p in of_workload(evs, second)),
+            what="the freed GPUs placed again",
+        )
