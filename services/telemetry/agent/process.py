@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.producer.message_accumulator import BatchBuilder
 
 from libs.common.bus.kafka import all_physical_topics, create_producer, ensure_topics, wait_for_broker
 from libs.common.events import (
@@ -65,7 +67,10 @@ class NodeAgent:
         self._xids = XidCounter()
         self._xid_totals: dict[str, int] = {}  # all codes together, per GPU: the sample's xid_count
         self._lost: set[str] = set()
-        self._pending: list[asyncio.Future[Any]] = []
+        self._pending: list[asyncio.Future[Any]] = []  # send() tasks, each resolving to a delivery future
+        self._delivering: list[asyncio.Future[Any]] = []  # delivery futures of whole batches
+        self._partitioner = DefaultPartitioner()
+        self._partitions: dict[bytes, tuple[list[int], int]] = {}  # key -> (partitions then, its partition)
         self._producer: AIOKafkaProducer | None = None
         self._encoder = SampleEncoder(source=SOURCE)
         self.ticks = 0
@@ -194,7 +199,7 @@ class NodeAgent:
             self._send(report)
         allocations = self._book.allocations()
         stamp = now.isoformat()
-        topic = self._s.topic(t.TELEMETRY_SAMPLES)
+        batches: list[tuple[bytes, bytes]] = []
         for host, probe in self._setup.probes.items():
             # A probe that offers sample_values (the simulator) skips building a model per GPU.
             fast = getattr(probe, "sample_values", None)
@@ -214,10 +219,33 @@ class NodeAgent:
                 allocations=allocations,
                 xid_totals=self._xid_totals,
             )
-            self._queue(
-                topic, key=host.encode(), value=self._encoder.batch(node=host, stamp=stamp, samples=samples)
-            )
+            batches.append((host.encode(), self._encoder.batch(node=host, stamp=stamp, samples=samples)))
+        await self._publish(self._s.topic(t.TELEMETRY_SAMPLES), batches)
         await self._flush()
+
+    async def _publish(self, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
+        """Queue (key, value) messages, filling one producer batch per partition instead of a send()
+        per message: the same partitions as send() would pick (the producer's partitioner on the key),
+        in order, each batch acknowledged as a whole (_flush waits for it)."""
+        assert self._producer is not None
+        producer = self._producer
+        partitions = sorted(await producer.partitions_for(topic))
+        open_batches: dict[int, BatchBuilder] = {}
+        for key, value in messages:
+            cached = self._partitions.get(key)
+            if cached is None or cached[0] != partitions:
+                cached = self._partitions[key] = (partitions, self._partitioner(key, partitions, partitions))
+            partition = cached[1]
+            batch = open_batches.get(partition)
+            if batch is None:
+                batch = open_batches[partition] = producer.create_batch()
+            if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another
+                self._delivering.append(await producer.send_batch(batch, topic, partition=partition))
+                batch = open_batches[partition] = producer.create_batch()
+                if batch.append(key=key, value=value, timestamp=None) is None:
+                    self._queue(topic, key=key, value=value)  # larger than a batch: send() says why
+        for partition, batch in open_batches.items():
+            self._delivering.append(await producer.send_batch(batch, topic, partition=partition))
 
     def _track_loss(self, readings: list[Any]) -> None:
         for reading in readings:
@@ -239,5 +267,6 @@ class NodeAgent:
     async def _flush(self) -> None:
         """Wait until every message of this tick is acknowledged by all in-sync replicas."""
         pending, self._pending = self._pending, []
+        delivering, self._delivering = self._delivering, []
         delivered = await asyncio.gather(*pending)
-        await asyncio.gather(*delivered)
+        await asyncio.gather(*delivered, *delivering)

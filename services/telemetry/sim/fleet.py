@@ -104,12 +104,13 @@ class SimFleet:
         t = self._physics_time(now)
         rate = self.spec.fault_rate_per_gpu_hour
         gpus = self._nodes[hostname]
+        placed = self.player.placed_gpus
         for gpu in gpus:
             if gpu.lost is None:
                 if rate and gpu.rng.random() < rate * (t - gpu.t) / 3600.0:
                     kind, xid = faults.random_fault(gpu.rng)
                     faults.apply_fault(gpu, fault=kind, xid=xid)
-                step(gpu, t=t, load=self._load(gpu))
+                step(gpu, t=t, load=self._load(gpu) if gpu.uuid in placed else IDLE)
                 if gpu.raised_xids or gpu.oom:
                     self._settle(gpu, now=now)
         return gpus
@@ -157,6 +158,15 @@ class SimFleet:
         """Move a workload: checkpoint on the source, transfer, restore on the target."""
         self.gpu(target_gpu_uuid)
         self.player.migrate(workload_id=workload_id, target_gpu_uuid=target_gpu_uuid, now=now)
+
+    def resume_workload(
+        self, *, workload_id: str, target_gpu_uuid: str, kind: ProfileKind, now: datetime
+    ) -> None:
+        """Restore a workload killed by its GPU's fault on another GPU, from its last checkpoint."""
+        memory = int(PROFILES[kind].memory_fraction * self.gpu(target_gpu_uuid).spec.memory_bytes)
+        self.player.resume(
+            workload_id=workload_id, gpu_uuid=target_gpu_uuid, kind=kind, memory_bytes=memory, now=now
+        )
 
     def advance(self, *, now: datetime) -> list[WorkloadReport]:
         """Pure step of the workload player: started/finished/failed/progress reports up to `now`."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from services.telemetry.gpu_models import GpuModelSpec
 from services.telemetry.metrics import GpuLost, GpuReading, GpuSample
-from services.telemetry.sim.physics import AMBIENT_C, Load, power_draw_w, steady_temp_c
+from services.telemetry.sim.physics import AMBIENT_C, FULL_POWER_RISE_C, Load
 
 __all__ = ["DRIVER_RESERVED_BYTES", "SimGpu", "combine", "read", "step", "values"]
 
@@ -96,14 +96,14 @@ def step(gpu: SimGpu, *, t: float, load: Load) -> None:
 
     # Power and heat.
     limit = spec.power_limit_w if gpu.power_cap_w is None else min(gpu.power_cap_w, spec.power_limit_w)
-    wanted = power_draw_w(
-        sm_pct=sm, mem_util_pct=mem_util, idle_w=spec.idle_power_w, limit_w=spec.power_limit_w
-    )
+    # physics.power_draw_w and steady_temp_c, written out (same formulas; a unit test holds them equal).
+    busy = 0.85 * sm / 100.0 + 0.15 * mem_util / 100.0
+    wanted = spec.idle_power_w + (spec.power_limit_w - spec.idle_power_w) * min(busy, 1.0)
     clock_factor, throttle = 1.0, 0
     if wanted > limit:
         clock_factor, throttle = limit / wanted, THROTTLE_SW_POWER
     gpu.power = min(wanted, limit)
-    steady = steady_temp_c(power_w=gpu.power, limit_w=spec.power_limit_w, cooling=gpu.cooling)
+    steady = AMBIENT_C + FULL_POWER_RISE_C * (gpu.power / spec.power_limit_w) / max(gpu.cooling, 0.05)
     if dt > 0:
         gpu.temp += (steady - gpu.temp) * (1.0 - exp(-dt / TEMP_TAU_S))
         gpu.mem_temp += (steady + 6.0 - gpu.mem_temp) * (1.0 - exp(-dt / MEM_TEMP_TAU_S))

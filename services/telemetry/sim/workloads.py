@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -125,6 +126,30 @@ class WorkloadPlayer:
         wl.steps = steps[1:]
         return steps
 
+    def resume(
+        self, *, workload_id: str, gpu_uuid: str, kind: ProfileKind, memory_bytes: int, now: datetime
+    ) -> None:
+        """Bring back a workload whose GPU died under it: its last checkpoint is transferred to
+        `gpu_uuid` and restored there (there is nothing left to checkpoint on the dead GPU)."""
+        steps = migration_durations_s(memory_bytes=memory_bytes, kind=kind)[1:]
+        steps = [(phase, seconds / self._speed) for phase, seconds in steps]
+        t = now.timestamp()
+        (first, first_s), rest = steps[0], steps[1:]
+        wl = SimWorkload(
+            workload_id=workload_id,
+            gpu_uuid=gpu_uuid,
+            kind=kind,
+            phase=first,
+            phase_ends_at=t + first_s,
+            duration_s=None,
+            memory_bytes=memory_bytes,
+            target_gpu_uuid=gpu_uuid,
+            steps=rest,
+            migration_started_at=t,
+            migration_total_s=sum(d for _, d in steps),
+        )
+        self._attach(wl)
+
     def fail_gpu(self, *, gpu_uuid: str, now: datetime, reason: str) -> None:
         """Every workload on a failed GPU fails (reported at the next advance)."""
         for wl in self.on_gpu(gpu_uuid):
@@ -138,6 +163,11 @@ class WorkloadPlayer:
     def on_gpu(self, gpu_uuid: str) -> list[SimWorkload]:
         """Workloads currently placed on a GPU."""
         return list(self._by_gpu.get(gpu_uuid, {}).values())
+
+    @property
+    def placed_gpus(self) -> Container[str]:
+        """GPUs with at least one workload placed (a live view)."""
+        return self._by_gpu.keys()
 
     def get(self, workload_id: str) -> SimWorkload | None:
         """One workload's state, if it is still alive."""

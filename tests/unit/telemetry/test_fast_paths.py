@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from typing import Any
 
 import pytest
@@ -19,11 +20,21 @@ from libs.common.redis import Keyspace
 from services.telemetry import live as live_module
 from services.telemetry.agent.reports import encoded_samples, sample_dicts
 from services.telemetry.allocations import AllocationView
+from services.telemetry.gpu_models import GPU_MODELS
 from services.telemetry.ingest import _entries
 from services.telemetry.live import LiveState
 from services.telemetry.rollup import ROLLED_UP, RollupAccumulator, percentile
 from services.telemetry.settings import TelemetrySettings
 from services.telemetry.sim import FaultKind, FleetSpec, GpuGroup, NodeSpec, ProfileKind, SimFleet
+from services.telemetry.sim.gpu import (
+    DRIVER_RESERVED_BYTES,
+    MEM_TEMP_TAU_S,
+    TEMP_TAU_S,
+    UTIL_TAU_S,
+    SimGpu,
+    step,
+)
+from services.telemetry.sim.physics import Load, lag, power_draw_w, steady_temp_c
 from services.telemetry.state import TelemetryState
 from services.telemetry.store import AllocationRow
 from services.telemetry.wire import SampleEncoder, decode_sample_batch, encode_sample_batch
@@ -256,3 +267,27 @@ def test_one_poll_is_one_hset_and_node_sets_are_re_added_on_new_gpus_or_after_th
     again = poll({"a": ["a1", "a2"], "b": ["b1"]})
     assert ("sadd", "p:node:a", {"a1", "a2"}) in again
     assert ("sadd", "p:nodes", {"a", "b"}) in again
+
+
+@pytest.mark.parametrize(("sm", "cooling", "cap"), [(0.0, 1.0, None), (55.0, 1.0, 300.0), (97.0, 0.35, None)])
+def test_the_written_out_step_follows_the_physics(sm: float, cooling: float, cap: float | None) -> None:
+    spec = GPU_MODELS["H100"]
+    gpu = SimGpu(uuid="G", node="n", index=0, spec=spec, t=0.0, rng=random.Random(1), cooling=cooling)
+    gpu.power_cap_w, gpu.temp, gpu.mem_temp, gpu.fb_used = cap, 50.0, 52.0, 1e9
+    load = Load(sm, 40.0, 0.1, 0.5, memory_tau_s=20.0)
+    step(gpu, t=1.5, load=load)
+    assert gpu.sm == lag(current=0.0, target=sm, dt_s=1.5, tau_s=UTIL_TAU_S)
+    assert gpu.mem_util == lag(current=0.0, target=40.0, dt_s=1.5, tau_s=UTIL_TAU_S)
+    target_fb = DRIVER_RESERVED_BYTES + 0.5 * spec.memory_bytes
+    assert gpu.fb_used == lag(current=1e9, target=target_fb, dt_s=1.5, tau_s=20.0)
+    limit = spec.power_limit_w if cap is None else min(cap, spec.power_limit_w)
+    wanted = power_draw_w(
+        sm_pct=gpu.sm, mem_util_pct=gpu.mem_util, idle_w=spec.idle_power_w, limit_w=spec.power_limit_w
+    )
+    assert gpu.power == min(wanted, limit)
+    steady = steady_temp_c(power_w=gpu.power, limit_w=spec.power_limit_w, cooling=cooling)
+    assert gpu.temp == lag(current=50.0, target=steady, dt_s=1.5, tau_s=TEMP_TAU_S)
+    assert gpu.mem_temp == lag(current=52.0, target=steady + 6.0, dt_s=1.5, tau_s=MEM_TEMP_TAU_S)
+    before = (gpu.sm, gpu.temp, gpu.fb_used)
+    step(gpu, t=1.5, load=load)  # no time passed: nothing moves
+    assert (gpu.sm, gpu.temp, gpu.fb_used) == before
