@@ -16,6 +16,7 @@ from services.scheduler.handlers import make_handlers
 from services.scheduler.placer import Placer
 from services.scheduler.quota_store import QuotaStore
 from services.scheduler.settings import SchedulerSettings
+from services.scheduler.submission import hold_submission_pool
 
 __all__ = ["create_app"]
 
@@ -30,7 +31,7 @@ def create_app(settings: SchedulerSettings | None = None, *, quotas: QuotaStore 
         settings=settings, runtime=runtime, catalog=load_default_catalog(), quota_override=quotas
     )
     runtime.consumers = [ConsumerSpec("main", _CONSUMED, make_handlers(half_life=ctx.half_life))]
-    runtime.background = [("placer", Placer(ctx))]
+    runtime.background = [("placer", Placer(ctx)), ("submission-pool", hold_submission_pool(ctx))]
     app = create_service_app(
         runtime=runtime,
         title="gpucloud scheduler",

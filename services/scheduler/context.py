@@ -32,6 +32,7 @@ class SchedulerContext:
     is_leader: bool = False
     passes: int = 0
     placer_pool: asyncpg.Pool[Any] | None = None
+    submit_pool: asyncpg.Pool[Any] | None = None
     _quotas: QuotaStore | None = None
 
     @property
@@ -46,6 +47,11 @@ class SchedulerContext:
     def placer_uow(self) -> PostgresUnitOfWork:
         """A unit of work on the placer's own pool, so a flood of requests never starves placement."""
         return PostgresUnitOfWork(pool=self.pool_for_placer, source=self.settings.service_name)
+
+    @property
+    def pool_for_submissions(self) -> asyncpg.Pool[Any]:
+        """The submissions' pool once open (no per-release reset round trip), else the runtime's."""
+        return self.submit_pool or self.runtime.pool
 
     @property
     def pool_for_placer(self) -> asyncpg.Pool[Any]:

@@ -120,7 +120,6 @@ def _exited(half_life: timedelta) -> Handler:
             workload_id=event.workload_id, traceparent=ended["traceparent"], name="scheduler.ended"
         ):
             await ctx.uow.emit(ended_event, tenant=tenant)
-        await store.wake_placer()
 
     return handle_exited
 

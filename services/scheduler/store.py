@@ -112,7 +112,8 @@ SELECT tenant_id, traceparent FROM w
 """
 #: The agent's exit, as one statement: the workload (its current placement, placed or running) locked,
 #: the placement ended and its slots freed, the workload ended, and the tenant's usage row locked for
-#: the accrual that follows. No row when the report is stale or the placement had already ended.
+#: the accrual that follows, and the placer woken (at commit) for the freed GPUs. No row (and no wake-up)
+#: when the report is stale or the placement had already ended.
 END_WORKLOAD_RUN = """
 WITH w AS (
     SELECT workload_id, tenant_id, traceparent FROM workloads
@@ -133,7 +134,8 @@ WITH w AS (
     WHERE tenant_id = (SELECT tenant_id FROM w) AND EXISTS (SELECT 1 FROM p)
     FOR UPDATE
 )
-SELECT w.tenant_id, w.traceparent, p.started_at, p.placed_at, p.units_milli, u.decayed_unit_hours, u.as_of
+SELECT w.tenant_id, w.traceparent, p.started_at, p.placed_at, p.units_milli, u.decayed_unit_hours, u.as_of,
+    pg_notify($6, current_schema()) AS woke_placer
 FROM w CROSS JOIN p LEFT JOIN u ON true
 """
 LOCK_WORKLOADS = "SELECT * FROM workloads WHERE workload_id = ANY($1::text[]) ORDER BY workload_id FOR UPDATE"
@@ -264,9 +266,11 @@ class Store:
     async def end_run(
         self, workload_id: str, *, placement_id: str, outcome: str, reason: str, at: datetime
     ) -> asyncpg.Record | None:
-        """End the current placement and the workload, free its slots and lock the tenant's usage row;
-        None when the report is stale or the placement had already ended."""
-        return await self.conn.fetchrow(END_WORKLOAD_RUN, workload_id, placement_id, at, outcome, reason)
+        """End the current placement and the workload, free its slots, lock the tenant's usage row and
+        wake the placer; None when the report is stale or the placement had already ended."""
+        return await self.conn.fetchrow(
+            END_WORKLOAD_RUN, workload_id, placement_id, at, outcome, reason, WAKE_CHANNEL
+        )
 
     async def lock_workloads(self, workload_ids: Sequence[str]) -> list[asyncpg.Record]:
         """Workload rows locked for this transaction (in id order, so two lockers never deadlock)."""
