@@ -34,6 +34,7 @@ from libs.common.events import (
 )
 from libs.common.events import topics as t
 from libs.common.events.agent import SimFaultRequestedV1, WorkloadProfileSetV1
+from services.telemetry.agent.gzip_level import use_gzip_level
 from services.telemetry.agent.placements import PlacementBook
 from services.telemetry.agent.reports import encoded_samples, lost_fault, node_discovered, xid_fault
 from services.telemetry.agent.setup import AgentSetup
@@ -85,6 +86,7 @@ class NodeAgent:
             topics=all_physical_topics(s.kafka_topic_prefix),
             partitions=s.kafka_partitions,
         )
+        use_gzip_level()  # aiokafka's fixed level 9 was the agent's largest cost (see gzip_level.py)
         self._producer = create_producer(bootstrap=s.kafka_bootstrap_servers, client_id="telemetry-agent")
         consumer = self._consumer()
         await self._producer.start()
