@@ -79,6 +79,10 @@ class SimWorkloadRunner:
         self._fleet = fleet
         self._parts: dict[str, list[str]] = {}  # workload id -> live per-GPU part ids
         self._started: set[str] = set()
+        self._kinds: dict[str, ProfileKind] = {}
+        # Killed by an XID on their GPU: not failed but interrupted; recovery moves them, and the
+        # migration restores them from their last checkpoint.
+        self._interrupted: set[str] = set()
 
     def start(
         self,
@@ -95,15 +99,28 @@ class SimWorkloadRunner:
                 gpu_uuid=gpu, workload_id=part, kind=_kind(profile), started_at=at, duration_s=duration_s
             )
         self._parts[workload_id] = parts
+        self._kinds[workload_id] = _kind(profile)
 
     def stop(self, *, workload_id: str) -> None:
         for part in self._parts.pop(workload_id, []):
             self._fleet.release_workload(workload_id=part)
         self._started.discard(workload_id)
+        self._interrupted.discard(workload_id)
 
     def migrate(self, *, workload_id: str, target_gpu_uuids: Sequence[str], at: datetime) -> None:
+        if workload_id in self._interrupted:
+            self._resume(workload_id, target_gpu_uuids=target_gpu_uuids, at=at)
+            return
         for part, target in zip(self._parts.get(workload_id, []), target_gpu_uuids, strict=False):
             self._fleet.migrate_workload(workload_id=part, target_gpu_uuid=target, now=at)
+
+    def _resume(self, workload_id: str, *, target_gpu_uuids: Sequence[str], at: datetime) -> None:
+        self._interrupted.discard(workload_id)
+        kind = self._kinds.get(workload_id, ProfileKind.TRAINING)
+        parts = [f"{workload_id}#{i}" for i in range(len(target_gpu_uuids))]
+        for part, gpu in zip(parts, target_gpu_uuids, strict=True):
+            self._fleet.resume_workload(workload_id=part, target_gpu_uuid=gpu, kind=kind, now=at)
+        self._parts[workload_id] = parts
 
     def set_profile(self, *, workload_id: str, profile: str) -> bool:
         parts = [self._fleet.player.get(p) for p in self._parts.get(workload_id, [])]
@@ -139,6 +156,9 @@ class SimWorkloadRunner:
         parts.remove(f"{workload_id}#{part}")
         if report.event == "failed":
             self.stop(workload_id=workload_id)
+            if (report.reason or "").startswith("XID "):
+                self._interrupted.add(workload_id)
+                return []
             return [RunnerReport(workload_id, "failed", report.at, reason=report.reason or "failed")]
         if parts:
             return []

@@ -20,6 +20,7 @@ from services.telemetry.agent.runner import SimWorkloadRunner
 from services.telemetry.fleetfile import FleetFileError, parse_fleet
 from services.telemetry.ids import gpu_uuid
 from services.telemetry.sim import SimFleet
+from services.telemetry.sim.faults import FaultKind
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 FLEET = """
@@ -111,3 +112,33 @@ def test_migration_reports_checkpoint_transfer_restore_progress_then_running() -
     assert phases.index("transfer") < phases.index("restore") < phases.index("running")
     assert steps[-1] == steps[-1].model_copy(update={"phase": "running", "percent": 100})
     assert book.allocations() == {gpus[1]: ("w1", "acme")}
+
+
+def _xid_79_kills_w1(gpus: list[str]) -> tuple[PlacementBook, SimFleet, list[object]]:
+    fleet = SimFleet(spec=parse_fleet(FLEET), start=T0)
+    book = PlacementBook(runner=SimWorkloadRunner(fleet=fleet), gpus=frozenset(gpus))
+    book.apply(_placed(gpus[:1], duration_s=None), at=T0)
+    reports: list[object] = list(book.reports(now=at(10)))
+    fleet.inject_fault(gpu_uuid=gpus[0], fault=FaultKind.XID, xid=79, now=at(11))
+    reports += [r for s in range(11, 30) for r in book.reports(now=at(s))]
+    return book, fleet, reports
+
+
+def test_a_workload_killed_by_an_xid_is_interrupted_not_failed_and_migration_restores_it_elsewhere() -> None:
+    gpus = [gpu_uuid(hostname="gpu-a-01", index=i) for i in range(3)]
+    book, _fleet, reports = _xid_79_kills_w1(gpus)
+    # Recovery owns XID-killed work: no exit report, so the scheduler keeps it for the migration.
+    assert [type(r) for r in reports] == [WorkloadStartedV1]
+    move = WorkloadMigratingV1(
+        workload_id="w1", tenant_id="acme", from_placement_id="p1", to_placement_id="p2"
+    )
+    book.apply(move, at=at(30))
+    book.apply(_placed(gpus[1:2], placement="p2", duration_s=None), at=at(30))
+    steps = [r for s in range(31, 200) for r in book.reports(now=at(s))]
+    assert all(isinstance(r, MigrationStepV1) and r.placement_id == "p2" for r in steps)
+    phases = [r.phase for r in steps if isinstance(r, MigrationStepV1)]
+    assert phases[0] == "transfer"  # nothing to checkpoint on a dead GPU: the last checkpoint moves
+    assert phases.index("restore") < phases.index("running")
+    percents = [r.percent for r in steps if isinstance(r, MigrationStepV1)]
+    assert percents == sorted(percents)
+    assert percents[-1] == 100
