@@ -51,6 +51,7 @@ class FaultDetector:
     def __init__(self, *, config: DetectorConfig) -> None:
         self._config = config
         self._gpus: dict[str, _GpuState] = {}
+        self._limits: dict[str, tuple[float, float]] = {}  # model -> (thermal limit, link bytes/s)
         self._burst_of_nothing = config.sbe_burst <= 0  # then even unchanged counters are a "burst"
 
     def observe(self, *, node: str, at: datetime, sample: Mapping[str, Any]) -> list[FaultSignaledV1]:
@@ -64,15 +65,17 @@ class FaultDetector:
             state = self._gpus[gpu] = _GpuState()
         # Most samples are quiet: each check below is only run where it could fire or change state.
         found: list[tuple[str, dict[str, Any]] | None] = []
+        model = get("model") or ""
+        limits = self._limits.get(model)
+        if limits is None:
+            limits = self._limits[model] = (self._thermal_limit(model), self._link(model))
         temp = get("gpu_temp_c")
-        if temp is not None and (state.hot or temp >= self._thermal_limit(get("model") or "")):
+        if temp is not None and (state.hot or temp >= limits[0]):
             found.append(self._thermal(state, sample))
         if get("ecc_sbe_count") != state.sbe or get("ecc_dbe_count") != state.dbe or self._burst_of_nothing:
             found.extend(self._ecc(state, sample))
         rx = get("pcie_rx_bytes_per_s")
-        if rx is not None and (
-            state.saturated_run or rx / self._link(get("model") or "") >= self._config.pcie_share
-        ):
+        if rx is not None and (state.saturated_run or rx / limits[1] >= self._config.pcie_share):
             found.append(self._pcie(state, sample))
         if not found:
             return []

@@ -124,7 +124,7 @@ def _entries(
     time appended (what re-encoding the updated dict writes, without the encoding); a sample whose
     labels disagree with the allocation, or with nulls to leave out, is re-encoded.
     """
-    labels = state.view.labels
+    allocated = state.view.by_gpu  # AllocationView.labels, without a call per sample
     texts = batch.texts
     tail = f',"node":{_dumps(node)},"at":"{at}"}}'
     gpus: list[str] = []
@@ -132,7 +132,8 @@ def _entries(
         gpu = sample["gpu"]
         get = sample.get
         parent = get("parent_gpu")
-        workload, tenant = labels(parent or gpu)
+        row = allocated.get(parent or gpu) if allocated else None
+        workload, tenant = (row.workload_id, row.tenant_id) if row is not None else (None, None)
         value: bytes | None = None
         if texts is not None and "node" not in sample and "at" not in sample and None not in sample.values():
             if workload is None or (get("workload_id") == workload and get("tenant_id") == tenant):
