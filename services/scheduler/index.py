@@ -36,6 +36,12 @@ class _Buckets:
             self.by_count[new][key] = None
         self.total += new - old
 
+    def copy(self) -> _Buckets:
+        new = _Buckets()
+        new.by_count = [dict(bucket) for bucket in self.by_count]
+        new.total = self.total
+        return new
+
     def smallest_at_least(self, k: int) -> tuple[int, BinKey] | None:
         for count in range(k, len(self.by_count)):
             bucket = self.by_count[count]
@@ -55,14 +61,21 @@ class FreeIndex:
         self._sig_cache: dict[Signature, tuple[Signature, ...]] = {}
 
     @classmethod
-    def from_cluster(cls, state: ClusterState) -> FreeIndex:
-        """Index every healthy slot, minus those already held; a slot held twice is a StateConflict."""
-        index = cls()
-        for gpu in state.gpus:
-            if gpu.healthy:
-                signature: Signature = tuple(sorted(gpu.labels.items()))
-                for stype, grant in slots_of(gpu):
-                    index._register(stype, grant, signature)
+    def from_cluster(cls, state: ClusterState, *, base: FreeIndex | None = None) -> FreeIndex:
+        """Index every healthy slot, minus those already held; a slot held twice is a StateConflict.
+
+        ``base``, when given, is the index of exactly ``state.gpus`` with nothing held (``from_cluster``
+        of them and no allocations): it is copied instead of registering every slot again.
+        """
+        if base is not None:
+            index = base.copy()
+        else:
+            index = cls()
+            for gpu in state.gpus:
+                if gpu.healthy:
+                    signature: Signature = tuple(sorted(gpu.labels.items()))
+                    for stype, grant in slots_of(gpu):
+                        index._register(stype, grant, signature)
         held: set[SlotKey] = set()
         for alloc in state.allocations:
             for grant in alloc.grants:
@@ -71,6 +84,16 @@ class FreeIndex:
                 held.add(grant.key)
         index.remove(held)
         return index
+
+    def copy(self) -> FreeIndex:
+        """An independent copy (the slot descriptions, never changed after registration, are shared)."""
+        new = FreeIndex.__new__(FreeIndex)
+        new._info = self._info
+        new._bins = {key: list(free) for key, free in self._bins.items()}
+        new._types = {t: {sig: b.copy() for sig, b in per.items()} for t, per in self._types.items()}
+        new._free = set(self._free)
+        new._sig_cache = dict(self._sig_cache)
+        return new
 
     def _register(self, stype: SlotType, grant: Grant, signature: Signature) -> None:
         key: BinKey = (grant.node, stype, signature)

@@ -11,6 +11,7 @@ import asyncpg
 from services.scheduler.cluster import ClusterState, GpuView
 from services.scheduler.context import SchedulerContext
 from services.scheduler.decisions import QueueEntry
+from services.scheduler.index import FreeIndex
 from services.scheduler.model import Workload
 from services.scheduler.priority import DecayedUsage
 from services.scheduler.quota import QuotaLimits
@@ -29,6 +30,7 @@ class PassInputs:
     queue: list[QueueEntry]
     quotas: dict[str, QuotaLimits]
     waiting: list[asyncpg.Record]
+    base: FreeIndex | None = None
 
 
 async def load_book(
@@ -67,6 +69,7 @@ class PassCache:
     fleet_version: int | None = None
     gpu_rows: list[asyncpg.Record] = field(default_factory=list)
     views: dict[frozenset[str], tuple[GpuView, ...]] = field(default_factory=dict)
+    bases: dict[frozenset[str], FreeIndex] = field(default_factory=dict)
     workloads: dict[str, Workload] = field(default_factory=dict)
 
     def gpus(self, avoid: frozenset[str]) -> tuple[GpuView, ...]:
@@ -75,8 +78,17 @@ class PassCache:
         if views is None:
             if len(self.views) > 8:
                 self.views.clear()
+                self.bases.clear()
             views = self.views[avoid] = tuple(gpu_view(r, avoid=avoid) for r in self.gpu_rows)
         return views
+
+    def base_index(self, avoid: frozenset[str]) -> FreeIndex:
+        """The free index of ``gpus(avoid)`` with nothing held, built once per GPU view."""
+        base = self.bases.get(avoid)
+        if base is None:
+            state = ClusterState(gpus=self.gpus(avoid), allocations=())
+            base = self.bases[avoid] = FreeIndex.from_cluster(state)
+        return base
 
     def workload(self, row: asyncpg.Record) -> Workload:
         """A waiting row as the placement core sees it (spec parsed once per workload)."""
@@ -124,7 +136,7 @@ async def load_pass(
         return PassInputs(state=ClusterState(gpus=(), allocations=()), queue=[], quotas={}, waiting=[])
     policy = await fleet.pass_policy()
     if policy["version"] != cache.fleet_version or cache.fleet_version is None:
-        cache.gpu_rows, cache.views = await fleet.gpus(), {}
+        cache.gpu_rows, cache.views, cache.bases = await fleet.gpus(), {}, {}
         cache.fleet_version = policy["version"]
     avoid = frozenset(g for r in waiting for g in r["avoid_gpus"])
     live = [r for r in await store.live_placements() if not r["migrating"]]
@@ -142,4 +154,6 @@ async def load_pass(
     live_ids = {r["workload_id"] for r in waiting}
     for wid in [w for w in cache.workloads if w not in live_ids]:
         del cache.workloads[wid]
-    return PassInputs(state=state, queue=queue, quotas=_quotas_of(policy), waiting=waiting)
+    return PassInputs(
+        state=state, queue=queue, quotas=_quotas_of(policy), waiting=waiting, base=cache.base_index(avoid)
+    )

@@ -20,6 +20,7 @@ from services.scheduler.decisions import (
     WaitReason,
     order_queue,
 )
+from services.scheduler.index import FreeIndex
 from services.scheduler.quota import QuotaLimits
 from services.scheduler.schedule_pass import SchedulePass
 
@@ -42,7 +43,14 @@ def schedule(
     now: datetime,
     config: SchedulerConfig | None = None,
     quotas: Mapping[str, QuotaLimits] | None = None,
+    base_index: FreeIndex | None = None,
 ) -> Decisions:
-    """Decide placements, queue positions and preemptions for one pass; pure and deterministic."""
-    run = SchedulePass(state=state, now=now, config=config or SchedulerConfig(), quotas=quotas or {})
+    """Decide placements, queue positions and preemptions for one pass; pure and deterministic.
+
+    ``base_index``: the free index of ``state.gpus`` with nothing held, kept by the caller between passes
+    while the GPUs stay the same (copied rather than rebuilt; the decisions are the same).
+    """
+    run = SchedulePass(
+        state=state, now=now, config=config or SchedulerConfig(), quotas=quotas or {}, base_index=base_index
+    )
     return run.run(order_queue(queue))

@@ -38,6 +38,8 @@ IS_LEADER = Gauge("scheduler_placer_leader", "1 while this replica holds the pla
 PASSES = Counter("scheduler_passes_total", "Schedule passes run")
 PLACED = Counter("scheduler_placements_total", "Placements committed")
 PASS_SECONDS = Histogram("scheduler_pass_seconds", "Duration of one schedule pass")
+#: The longest pause between back-to-back passes.
+_MAX_YIELD_S = 0.05
 QUOTA_REBUILDS = Counter("scheduler_quota_rebuilds_total", "Quota state rebuilt from Postgres")
 
 
@@ -90,7 +92,9 @@ async def run_pass(ctx: SchedulerContext, *, now: datetime, cache: PassCache | N
         inputs = await load_pass(conn, ctx, now=now, cache=cache)
     if not inputs.queue:
         return 0
-    decisions = schedule(inputs.queue, inputs.state, now=now, config=ctx.config(), quotas=inputs.quotas)
+    decisions = schedule(
+        inputs.queue, inputs.state, now=now, config=ctx.config(), quotas=inputs.quotas, base_index=inputs.base
+    )
     gpus = {g.uuid: g for g in inputs.state.gpus}
     workloads = {e.workload.id: e.workload for e in inputs.queue}
     placed = await commit_placements(ctx, decisions.placements, workloads, now=now, gpus=gpus)
@@ -147,8 +151,15 @@ class Placer:
         try:
             while not stop.is_set():
                 ctx.wake.clear()
+                started = asyncio.get_running_loop().time()
                 await self._one_pass()
                 await conn.execute("SELECT 1")  # the lock's connection must still be alive
+                if ctx.wake.is_set():
+                    # Woken during the pass (a stream of submissions): leave the loop to the requests,
+                    # consumers and relay for half the pass's length, and decide what came meanwhile in
+                    # one batch, instead of back-to-back passes starving them of CPU.
+                    elapsed = asyncio.get_running_loop().time() - started
+                    await _wait(stop, min(elapsed / 2, _MAX_YIELD_S))
                 await _wait_event(stop, ctx.wake, ctx.settings.pass_interval_s)
         finally:
             ctx.is_leader = False

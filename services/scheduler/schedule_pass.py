@@ -51,9 +51,10 @@ class SchedulePass:
         now: datetime,
         config: SchedulerConfig,
         quotas: Mapping[str, QuotaLimits],
+        base_index: FreeIndex | None = None,
     ) -> None:
         self._state, self._now, self._config, self._quotas = state, now, config, quotas
-        self._index = FreeIndex.from_cluster(state)
+        self._index = FreeIndex.from_cluster(state, base=base_index)
         self._pools = PoolBook(state=state, config=config.reserved)
         self._usage = tenant_usage(state.allocations)
         self._types = tuple(self._index.slot_types())

@@ -4,6 +4,7 @@ import pytest
 
 from services.scheduler.cluster import Allocation, ClusterState, Grant, SlotKind
 from services.scheduler.errors import StateConflict
+from services.scheduler.index import FreeIndex
 from services.scheduler.model import GangPolicy, GpuRequest, MigRequest, UnitsRequest
 from services.scheduler.placement import Decisions, SchedulerConfig, WaitReason, schedule
 from services.scheduler.quota import QuotaLimits
@@ -164,3 +165,36 @@ def test_without_low_priority_demand_high_priority_work_takes_the_whole_pool() -
     high = [entry(f"h{i}", priority=0.9) for i in range(12)]
     decisions = run(node("a", count=5) + node("b", count=5), high)
     assert len(decisions.placements) == 10
+
+
+def test_a_kept_base_index_decides_exactly_as_a_fresh_one_pass_after_pass() -> None:
+    gpus = tuple(
+        node("a")
+        + node("b", count=4, labels={"zone": "z1"})
+        + node("m", count=2, mig=(("3g.40gb", 4.0), ("1g.10gb", 1.0), ("1g.10gb", 1.0)))
+        + node("t", count=2, ratio=4)
+    )
+    base = FreeIndex.from_cluster(ClusterState(gpus=gpus, allocations=()))
+    queue = [
+        entry("g4", GpuRequest(model="A100", count=4)),
+        entry("z", GpuRequest(model="A100", count=2), constraints={"zone": "z1"}),
+        entry("mig", MigRequest(profile="1g.10gb")),
+        entry("u", UnitsRequest(units=2)),
+        entry("big", GpuRequest(model="A100", count=8), priority=0.9),
+        entry("span", GpuRequest(model="A100", count=10), gang=GangPolicy.ALL_OR_NOTHING),
+    ]
+    held: tuple[Allocation, ...] = ()
+    for _ in range(3):  # each pass holds what the last placed, the base stays untouched
+        state = ClusterState(gpus=gpus, allocations=held)
+        fresh = schedule(queue, state, now=NOW)
+        kept = schedule(queue, state, now=NOW, base_index=base)
+        assert kept == fresh
+        assert fresh.placements or held, "the first pass places something"
+        held += tuple(Allocation(p.workload_id, p.tenant, p.grants, p.priority) for p in fresh.placements)
+        queue = [e for e in queue if e.workload.id not in placed(fresh)] + [
+            entry(f"{e.workload.id}+", e.workload.resources) for e in queue[:2]
+        ]
+    empty = ClusterState(gpus=gpus, allocations=())
+    assert schedule(queue, empty, now=NOW, base_index=base) == schedule(queue, empty, now=NOW), (
+        "the base index is never changed by the passes that copied it"
+    )
