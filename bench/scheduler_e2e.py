@@ -71,11 +71,17 @@ class Watcher:
             fetch_max_wait_ms=5,
         )
         self._producer = create_producer(bootstrap=bootstrap, client_id="bench-agent")
+        self.ready = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
         await self._consumer.start()
         await self._producer.start()
         try:
+            # Joining the group takes seconds on the embedded broker: submissions wait for it, so no
+            # latency includes the bench's own start-up (nor the fleet filling while no agent plays).
+            while not self._consumer.assignment() and not stop.is_set():
+                await self._consumer.getmany(timeout_ms=100)
+            self.ready.set()
             while not stop.is_set():
                 batches = await self._consumer.getmany(timeout_ms=20)
                 now = time.perf_counter()
@@ -186,6 +192,7 @@ async def run(env: BenchEnv, bootstrap: str) -> None:
         await register_fleet(bootstrap, env.topic_prefix)
         await wait_capacity(client, headers)
         watching = asyncio.create_task(watcher.run(stop))
+        await asyncio.wait_for(watcher.ready.wait(), timeout=60)
         log(f"submitting {RATE_PER_S}/s for {SECONDS}s")
         sent = await submit_all(client, headers)
         log(f"submitted {len(sent)}; {len(watcher.arrived)} placements seen so far")
