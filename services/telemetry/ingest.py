@@ -33,6 +33,7 @@ __all__ = ["ingest_loop", "ingest_records"]
 
 log = logging.getLogger(__name__)
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
+POLL_RECORDS = 500  # node batches per poll: a sample waits for its whole poll to reach Redis
 Records = Mapping[TopicPartition, Sequence[ConsumerRecord[bytes, bytes]]]
 
 
@@ -50,7 +51,7 @@ def ingest_loop(state: TelemetryState) -> BackgroundTask:
         await consumer.start()
         try:
             while not stop.is_set():
-                batches = await consumer.getmany(timeout_ms=200, max_records=2000)
+                batches = await consumer.getmany(timeout_ms=200, max_records=POLL_RECORDS)
                 if batches:
                     await ingest_records(runtime=runtime, state=state, batches=batches)
                     await consumer.commit({tp: recs[-1].offset + 1 for tp, recs in batches.items()})
