@@ -144,6 +144,13 @@ class Rule(BaseModel):
         """Whether the observed value breaches the rule."""
         return self.comparator.holds(self.observe(value), self.threshold)
 
+    def compiled_condition(self) -> Callable[[float], bool]:
+        """`condition` as a plain closure (no enum or model lookups): for the per-sample hot path."""
+        compare, threshold, bit = _COMPARE[self.comparator.value], self.threshold, self.bit
+        if bit is None:
+            return lambda value: compare(float(value), threshold)
+        return lambda value: compare(float((int(float(value)) >> bit) & 1), threshold)
+
 
 def _runbook(name: str) -> str:
     return f"https://runbooks.gpucloud.dev/alerting/{name}"

@@ -1,66 +1,92 @@
-"""Telemetry samples as evaluation sees them: one GPU's scope labels and its numeric readings."""
+"""Telemetry samples as evaluation sees them: one GPU's scope labels and its numeric readings.
+
+A reading is one GpuMetrics entry of a SampleBatchV1 as a plain JSON dict (the evaluator decodes
+batches with `json`, not pydantic: at 10,000 GPUs a second the models cost more than evaluation),
+with `fb_used_pct` filled in by `derive`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
-from typing import Protocol
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from services.alerting.evaluation import Sample
 from services.alerting.rules import GPU_LOST_METRIC, METRICS
 
-__all__ = ["GpuReading", "to_sample", "to_samples"]
+__all__ = [
+    "FLOAT_FIELDS",
+    "INT_FIELDS",
+    "Reading",
+    "derive",
+    "identity",
+    "reading_fields",
+    "reading_labels",
+    "to_sample",
+    "value_fields",
+]
+
+Reading = Mapping[str, Any]
 
 _FIELDS = tuple(sorted(METRICS - {"fb_used_pct"}))
+# GpuMetrics' numeric fields by type (an int field never carries a fraction on the wire).
+INT_FIELDS = frozenset(
+    {"fb_used_bytes", "fb_total_bytes", "ecc_sbe_count", "ecc_dbe_count", "xid_count", "throttle_reasons"}
+)
+FLOAT_FIELDS = frozenset(_FIELDS) - INT_FIELDS
 
 
-class GpuReading(Protocol):
-    """The fields of telemetry's GpuMetrics that evaluation reads (kept structural: no libs import)."""
-
-    @property
-    def gpu(self) -> str: ...
-
-    @property
-    def model(self) -> str: ...
-
-    @property
-    def workload_id(self) -> str | None: ...
-
-    @property
-    def tenant_id(self) -> str | None: ...
-
-    @property
-    def fb_used_pct(self) -> float | None: ...
+def derive(reading: dict[str, Any]) -> dict[str, Any]:
+    """Set the derived `fb_used_pct` (GpuMetrics' property) in place; returns the reading."""
+    used, total = reading.get("fb_used_bytes"), reading.get("fb_total_bytes")
+    if used is None or not total:
+        reading.pop("fb_used_pct", None)
+    else:
+        reading["fb_used_pct"] = 100.0 * used / total
+    return reading
 
 
-def _labels(node: str, reading: GpuReading) -> dict[str, str]:
-    labels = {"gpu": reading.gpu, "node": node}
-    if reading.model:
-        labels["model"] = reading.model
-    if reading.tenant_id:
-        labels["tenant"] = reading.tenant_id
-    if reading.workload_id:
-        labels["workload"] = reading.workload_id
+def identity(node: str, reading: Reading) -> tuple[str, str, str, str | None, str | None]:
+    """What identifies the reading's series: the values its labels are made of (cheap to hash)."""
+    return (
+        node,
+        reading["gpu"],
+        reading.get("model") or "",
+        reading.get("tenant_id"),
+        reading.get("workload_id"),
+    )
+
+
+def reading_labels(node: str, reading: Reading) -> dict[str, str]:
+    """The series labels of one reading (empty scope values are left out)."""
+    labels = {"gpu": reading["gpu"], "node": node}
+    if model := reading.get("model"):
+        labels["model"] = model
+    if tenant := reading.get("tenant_id"):
+        labels["tenant"] = tenant
+    if workload := reading.get("workload_id"):
+        labels["workload"] = workload
     return labels
 
 
-def _values(reading: GpuReading, fields: Iterable[str]) -> dict[str, float]:
-    values = {name: float(v) for name in fields if (v := getattr(reading, name, None)) is not None}
-    pct = reading.fb_used_pct
+def reading_fields(metrics: Collection[str]) -> tuple[str, ...]:
+    """The wire fields that the metrics `metrics` are read from (fb_used_pct from the two fb fields)."""
+    fields = {f for f in _FIELDS if f in metrics}
+    if "fb_used_pct" in metrics:
+        fields |= {"fb_used_bytes", "fb_total_bytes"}
+    return tuple(sorted(fields))
+
+
+def value_fields(metrics: Collection[str]) -> tuple[str, ...]:
+    """The plain (not derived) metrics among `metrics`, in a fixed order: what `to_sample` copies."""
+    return tuple(f for f in _FIELDS if f in metrics)
+
+
+def to_sample(*, labels: dict[str, str], reading: Reading, fields: tuple[str, ...] = _FIELDS) -> Sample:
+    """One reading as a Sample of the `fields` (see `value_fields`) rules read (built without validation)."""
+    values = {name: float(v) for name in fields if (v := reading.get(name)) is not None}
+    pct = reading.get("fb_used_pct")
     if pct is not None:
         values["fb_used_pct"] = pct
     # A GPU that reports is not lost: this resolves a GpuLost alert raised by a fault signal.
     values[GPU_LOST_METRIC] = 0.0
-    return values
-
-
-def to_sample(*, node: str, reading: GpuReading, fields: Iterable[str] = _FIELDS) -> Sample:
-    """One GPU reading as a Sample (built without re-validation: it is on the hot path)."""
-    return Sample.model_construct(labels=_labels(node, reading), values=_values(reading, fields))
-
-
-def to_samples(
-    *, node: str, readings: Iterable[GpuReading], fields: Collection[str] | None = None
-) -> list[Sample]:
-    """Every reading of one node's batch; `fields` limits the values to those the rules read."""
-    wanted = _FIELDS if fields is None else tuple(f for f in _FIELDS if f in fields)
-    return [to_sample(node=node, reading=r, fields=wanted) for r in readings]
+    return Sample.model_construct(labels=labels, values=values)
