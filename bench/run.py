@@ -103,7 +103,9 @@ def chart(rows: list[dict[str, object]]) -> str:
     for row in rows:
         target = TARGETS.get((str(row["bench"]), str(row["metric"])))
         if target is not None and isinstance(row["value"], int | float):
-            scored.append((f"{row['bench']}/{row['metric']}", score(target, float(row["value"]))))
+            suffix = f" ({row['format']})" if "format" in row else ""
+            label = f"{str(row['bench']).split(' ')[0]}/{row['metric']}{suffix}"
+            scored.append((label, score(target, float(row["value"]))))
     if not scored:
         return "(no figure with a target)"
     labels = ", ".join(f'"{name}"' for name, _ in scored)
