@@ -208,14 +208,21 @@ class Journey:
         for role in roles:
             placed = await self.placed(self.workloads[role])
             assert set(gpus_of(placed)) <= discovered
-            detail = (
-                await self.suite.inventory.get(f"/v1/gpus/{gpus_of(placed)[0]}", headers=ADMIN_HEADERS)
-            ).json()
-            assert placed.placement_id in {a["placement_id"] for a in detail["allocations"]}
+            await eventually(
+                lambda p=placed: self.inventory_holds(p),
+                timeout=60,
+                what=f"inventory to record {role}'s allocation",
+            )
         assert gpus_of(await self.placed(self.workloads["instance"]))[0] in fleet_gpus()["fa-h100"]
         mig = await self.placed(self.workloads["mig"])
         assert mig.allocations[0].partition_id
         assert mig.allocations[0].profile == "1g.10gb"
+
+    async def inventory_holds(self, placed: WorkloadPlacedV1) -> bool:
+        """Inventory applied the placement (it lags while a restarted consumer waits for its group)."""
+        gpu = gpus_of(placed)[0]
+        detail = (await self.suite.inventory.get(f"/v1/gpus/{gpu}", headers=ADMIN_HEADERS)).json()
+        return placed.placement_id in {a["placement_id"] for a in detail.get("allocations", [])}
 
     async def placed(self, workload_id: str) -> WorkloadPlacedV1:
         """The latest placement of a workload, from the scheduler's topic."""
