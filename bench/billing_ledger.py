@@ -4,6 +4,9 @@
     Redis; lifecycle events (placed, then ended a day later) are published, and the clock runs from
     the first publish to every allocation closed. Each workload rates into 1,440 one-minute charge
     lines, each a balanced entry of two postings, all posted by the consumer's handlers.
+    cpu_us_per_posting is this process's CPU over the same window (publisher + consumer), and
+    db_cpu_us_per_posting that of the app pool's Postgres backends (read from /proc when Postgres
+    runs on this host; omitted otherwise): steadier guides than wall clock on a shared machine.
 (b) export: 1,000,000 postings (500,000 entries) for one project are loaded with COPY, then a child
     process streams the export through export_totals + export_chunks (the code behind
     GET /v1/exports/{project}) into a byte counter; it reports seconds and its own peak RSS.
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -81,6 +85,24 @@ async def _closed(pool: asyncpg.Pool, target: int, timeout: float) -> None:
         await asyncio.sleep(0.1)
 
 
+async def _backend_cpu_s(pool: asyncpg.Pool, application_name: str) -> dict[int, float]:
+    """CPU seconds used so far by each Postgres backend of the pool (empty when /proc cannot show them)."""
+    rows = await pool.fetch("SELECT pid FROM pg_stat_activity WHERE application_name = $1", application_name)
+    return _proc_cpu_s([row["pid"] for row in rows])
+
+
+def _proc_cpu_s(pids: list[int]) -> dict[int, float]:
+    ticks = os.sysconf("SC_CLK_TCK")
+    used: dict[int, float] = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        used[pid] = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+    return used
+
+
 async def ingest(env: BenchEnv, bootstrap: str, workloads: int) -> None:
     from services.billing.app import create_app
     from services.billing.settings import BillingSettings
@@ -102,15 +124,22 @@ async def ingest(env: BenchEnv, bootstrap: str, workloads: int) -> None:
         await _publish(bootstrap, topic, 0, 1)  # warm-up: group join, connections, prices
         await _closed(pool, 1, 120)
         log(f"ingest: {workloads} workloads x {LINES_PER_WORKLOAD} lines")
-        started = time.monotonic()
+        application_name = f"gpucloud-{settings.pg_schema}"
+        db_before = await _backend_cpu_s(pool, application_name)
+        started, cpu_started = time.monotonic(), time.process_time()
         await _publish(bootstrap, topic, 1, workloads)
         await _closed(pool, 1 + workloads, 300)
-        elapsed = time.monotonic() - started
+        elapsed, cpu = time.monotonic() - started, time.process_time() - cpu_started
+        db_after = await _backend_cpu_s(pool, application_name)
         postings = await pool.fetchval("SELECT count(*) FROM postings") - 2 * LINES_PER_WORKLOAD
         emit(
             "billing.ledger", "postings_per_s", postings / elapsed, "1/s", postings=postings, seconds=elapsed
         )
         emit("billing.ledger", "postings_per_s_vs_target", postings / elapsed / 10_000, "ratio")
+        emit("billing.ledger", "cpu_us_per_posting", cpu / postings * 1e6, "us", cpu_s=cpu)
+        if db_after:
+            db_cpu = sum(used - db_before.get(pid, 0.0) for pid, used in db_after.items())
+            emit("billing.ledger", "db_cpu_us_per_posting", db_cpu / postings * 1e6, "us", cpu_s=db_cpu)
         await pool.execute(f'DROP SCHEMA "{settings.pg_schema}" CASCADE')
 
 
