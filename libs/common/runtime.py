@@ -19,6 +19,7 @@ import asyncpg
 from aiokafka import AIOKafkaProducer
 from redis.asyncio import Redis
 
+from libs.common.auth.principal import KeyCache
 from libs.common.auth.replication import HANDLERS as AUTH_HANDLERS
 from libs.common.bus.consumer import ConsumerRunner, Handler, RetryPolicy
 from libs.common.bus.kafka import (
@@ -68,6 +69,7 @@ class ServiceRuntime:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     runners: dict[str, ConsumerRunner] = field(default_factory=dict)
+    _key_cache: KeyCache | None = None
 
     @property
     def pool(self) -> asyncpg.Pool[Any]:
@@ -75,6 +77,13 @@ class ServiceRuntime:
         if self._pool is None:
             raise RuntimeError("runtime not started")
         return self._pool
+
+    @property
+    def key_cache(self) -> KeyCache:
+        """Recently verified API keys (see ``KeyCache``), sized by ``AUTH_CACHE_TTL_S``."""
+        if self._key_cache is None:
+            self._key_cache = KeyCache(ttl_s=self.settings.auth_cache_ttl_s)
+        return self._key_cache
 
     @property
     def redis(self) -> Redis:

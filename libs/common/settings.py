@@ -48,6 +48,12 @@ class BaseServiceSettings(BaseSettings):
     redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="REDIS_URL")
     redis_prefix: str = Field(default="gpucloud:", alias="REDIS_PREFIX")
     admin_api_key: SecretStr | None = Field(default=None, alias="ADMIN_API_KEY")
+    auth_cache_ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        alias="AUTH_CACHE_TTL_S",
+        description="How long a verified API key is trusted without reading api_keys again (0: never).",
+    )
     http_host: str = Field(default="127.0.0.1", alias="HTTP_HOST")
     http_port: int = Field(default=8000, ge=0, le=65535)
     log_level: str = Field(default="INFO", alias="LOG_LEVEL")

@@ -102,6 +102,7 @@ async def revoke_key(key_id: str, request: Request, _: Admin) -> None:
             raise NotFound(f"no active key {key_id!r}", field="key_id")
         await uow.emit(ApiKeyRevokedV1(key_id=key_id, tenant_id=row["tenant_id"]), tenant=row["tenant_id"])
         await uow.commit()
+    request.app.state.runtime.key_cache.evict_key(key_id)
 
 
 async def _issue(uow: UnitOfWork, tenant_id: str) -> IssuedKeyOut:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
 from fastapi import Depends, Request
@@ -10,7 +12,7 @@ from fastapi import Depends, Request
 from libs.common.auth.keys import constant_time_equal, hash_key
 from libs.common.http.errors import Forbidden, Unauthorized
 
-__all__ = ["Admin", "Caller", "Principal", "authenticate", "require_admin", "tenant_filter"]
+__all__ = ["Admin", "Caller", "KeyCache", "Principal", "authenticate", "require_admin", "tenant_filter"]
 
 _LOOKUP = "SELECT key_id, tenant_id, role FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL"
 
@@ -29,6 +31,44 @@ class Principal:
         return self.role == "admin"
 
 
+@dataclass
+class KeyCache:
+    """Recently authenticated keys (by hash), so a busy API does not read ``api_keys`` on every request.
+
+    Only successful lookups are kept, for ``ttl_s`` at most (0 disables the cache). The service that
+    revokes a key evicts it at once; another service or replica learns of a revocation through the
+    platform topic and stops accepting the key within ``ttl_s`` of applying it.
+    """
+
+    ttl_s: float
+    clock: Callable[[], float] = time.monotonic
+    max_entries: int = 10_000
+    _entries: dict[str, tuple[Principal, float]] = field(default_factory=dict)
+
+    def get(self, key_hash: str) -> Principal | None:
+        """The cached principal of a key hash, if still fresh."""
+        entry = self._entries.get(key_hash)
+        if entry is None:
+            return None
+        if entry[1] <= self.clock():
+            del self._entries[key_hash]
+            return None
+        return entry[0]
+
+    def put(self, key_hash: str, principal: Principal) -> None:
+        """Remember a successful lookup (no-op when the cache is disabled)."""
+        if self.ttl_s <= 0:
+            return
+        if len(self._entries) >= self.max_entries:
+            self._entries.clear()
+        self._entries[key_hash] = (principal, self.clock() + self.ttl_s)
+
+    def evict_key(self, key_id: str) -> None:
+        """Forget every entry of one key (its revocation was just committed here)."""
+        for key_hash in [h for h, (p, _) in self._entries.items() if p.key_id == key_id]:
+            del self._entries[key_hash]
+
+
 def _presented_key(request: Request) -> str:
     auth = request.headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
@@ -44,10 +84,17 @@ async def authenticate(request: Request) -> Principal:
     runtime = request.app.state.runtime
     if constant_time_equal(key, runtime.settings.admin_key):
         return Principal(key_id="admin", role="admin", tenant_id=None)
-    row = await runtime.pool.fetchrow(_LOOKUP, hash_key(key))
+    digest = hash_key(key)
+    cache: KeyCache = runtime.key_cache
+    principal = cache.get(digest)
+    if principal is not None:
+        return principal
+    row = await runtime.pool.fetchrow(_LOOKUP, digest)
     if row is None:
         raise Unauthorized("unknown or revoked API key")
-    return Principal(key_id=row["key_id"], role=row["role"], tenant_id=row["tenant_id"])
+    principal = Principal(key_id=row["key_id"], role=row["role"], tenant_id=row["tenant_id"])
+    cache.put(digest, principal)
+    return principal
 
 
 async def require_admin(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
