@@ -12,12 +12,13 @@ the same whether it was rated in one call or many, which keeps idempotency keys 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from fractions import Fraction
+from types import MappingProxyType
 
 from services.billing.prices import PriceBasis, PriceEntry, PriceList, PricingClass, ResourceKey
 
@@ -131,10 +132,13 @@ def rate(
     segments = prices.segments(
         resource=allocation.resource, pricing_class=allocation.pricing_class, start=lower, end=upper
     )
+    tags = MappingProxyType(dict(allocation.tags))  # one read-only copy shared by the call's lines
     lines = tuple(
-        _line(allocation, start=start, end=end, price=seg.entry)
+        line
         for seg in segments
-        for start, end in _grid_cells(seg.start, seg.end, interval)
+        for line in _lines(
+            allocation, start=seg.start, end=seg.end, price=seg.entry, tags=tags, interval=interval
+        )
     )
     return Rating(lines=lines, rated_until=upper)
 
@@ -176,38 +180,80 @@ def _upper_bound(allocation: Allocation, *, now: datetime, interval: timedelta) 
     return floor_to_grid(now, interval=interval)
 
 
-def _grid_cells(start: datetime, end: datetime, interval: timedelta) -> list[tuple[datetime, datetime]]:
-    cells: list[tuple[datetime, datetime]] = []
-    cursor = start
+def _grid_bounds(start: datetime, end: datetime, interval: timedelta) -> list[datetime]:
+    """start, every grid instant strictly between, end: consecutive pairs are the cells."""
+    bounds = [start]
+    cursor = floor_to_grid(start, interval=interval) + interval  # after the first cut, whole intervals
     while cursor < end:
-        nxt = min(floor_to_grid(cursor, interval=interval) + interval, end)
-        cells.append((cursor, nxt))
-        cursor = nxt
-    return cells
+        bounds.append(cursor)
+        cursor += interval
+    if end > start:
+        bounds.append(end)
+    return bounds
 
 
-def _line(allocation: Allocation, *, start: datetime, end: datetime, price: PriceEntry) -> ChargeLine:
-    hours = Fraction(_micros(end - start), _MICROS_PER_HOUR)
+@dataclass(frozen=True, slots=True)
+class _Quantities:
+    """What one cell is charged; the same for every cell of equal length at one price."""
+
+    quantity_hours: Decimal
+    compute_unit_hours: Decimal
+    amount_micro: int
+
+
+def _quantities(allocation: Allocation, *, micros: int, price: PriceEntry) -> _Quantities:
+    hours = Fraction(micros, _MICROS_PER_HOUR)
     units = allocation.gpus if price.basis is PriceBasis.GPU_HOUR else allocation.compute_units
     quantity = Fraction(units) * hours
-    return ChargeLine(
-        key=charge_key(allocation_id=allocation.allocation_id, start=start, end=end),
-        allocation_id=allocation.allocation_id,
-        workload_id=allocation.workload_id,
-        tenant_id=allocation.tenant_id,
-        project=allocation.project,
-        tags=dict(allocation.tags),
-        resource=allocation.resource,
-        pricing_class=allocation.pricing_class,
-        period_start=_utc(start),
-        period_end=_utc(end),
-        basis=price.basis,
+    return _Quantities(
         quantity_hours=_fixed(quantity),
         compute_unit_hours=_fixed(Fraction(allocation.compute_units) * hours),
-        price_id=price.price_id,
-        micro_per_hour=price.micro_per_hour,
         amount_micro=round(quantity * price.micro_per_hour),  # Fraction rounds half-even
     )
+
+
+def _lines(
+    allocation: Allocation,
+    *,
+    start: datetime,
+    end: datetime,
+    price: PriceEntry,
+    tags: Mapping[str, str],
+    interval: timedelta,
+) -> Iterator[ChargeLine]:
+    """One line per grid cell of [start, end) at one price.
+
+    Amounts are computed once per distinct cell length (a day of minutes has at most three), and
+    each boundary is converted and formatted once, though it ends one cell and starts the next.
+    """
+    bounds = [_utc(at) for at in _grid_bounds(start, end, interval)]
+    stamps = [at.isoformat() for at in bounds]
+    by_length: dict[int, _Quantities] = {}
+    allocation_id = allocation.allocation_id
+    for i in range(len(bounds) - 1):
+        lo, hi = bounds[i], bounds[i + 1]
+        micros = _micros(hi - lo)
+        q = by_length.get(micros)
+        if q is None:
+            q = by_length[micros] = _quantities(allocation, micros=micros, price=price)
+        yield ChargeLine(
+            key=f"{allocation_id}|{stamps[i]}|{stamps[i + 1]}",  # == charge_key(...)
+            allocation_id=allocation_id,
+            workload_id=allocation.workload_id,
+            tenant_id=allocation.tenant_id,
+            project=allocation.project,
+            tags=tags,
+            resource=allocation.resource,
+            pricing_class=allocation.pricing_class,
+            period_start=lo,
+            period_end=hi,
+            basis=price.basis,
+            quantity_hours=q.quantity_hours,
+            compute_unit_hours=q.compute_unit_hours,
+            price_id=price.price_id,
+            micro_per_hour=price.micro_per_hour,
+            amount_micro=q.amount_micro,
+        )
 
 
 def _micros(delta: timedelta) -> int:

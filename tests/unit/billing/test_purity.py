@@ -18,6 +18,7 @@ ALLOWED_ROOTS = {
     "itertools",
     "json",
     "pyarrow",
+    "types",
     "typing",
     "services",
 }

@@ -1,9 +1,20 @@
+import random
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 
 from services.billing.prices import PriceBasis, PriceList
-from services.billing.rating import EndReason, charge_key, close, floor_to_grid, migrate, rate
+from services.billing.rating import (
+    Allocation,
+    ChargeLine,
+    EndReason,
+    charge_key,
+    close,
+    floor_to_grid,
+    migrate,
+    rate,
+)
 from tests.unit.billing.factories import T0, allocation, entry, flat_prices, minutes
 
 
@@ -135,3 +146,88 @@ def test_compute_unit_prices_multiply_compute_units_not_gpus() -> None:
 def test_grid_is_aligned_to_whole_intervals() -> None:
     assert floor_to_grid(T0 + timedelta(seconds=59)) == T0
     assert floor_to_grid(T0 + minutes(7), interval=minutes(5)) == T0 + minutes(5)
+
+
+def _reference_lines(
+    alloc: Allocation, *, lower: datetime, upper: datetime, prices: PriceList
+) -> list[ChargeLine]:
+    """The rule written out line by line, with exact fractions: the fast path must produce exactly this."""
+    lines = []
+    for seg in prices.segments(
+        resource=alloc.resource, pricing_class=alloc.pricing_class, start=lower, end=upper
+    ):
+        cursor = seg.start
+        while cursor < seg.end:
+            nxt = min(floor_to_grid(cursor, interval=GRID) + GRID, seg.end)
+            hours = Fraction((nxt - cursor) // timedelta(microseconds=1), 3_600_000_000)
+            units = alloc.gpus if seg.entry.basis is PriceBasis.GPU_HOUR else alloc.compute_units
+            quantity = Fraction(units) * hours
+            lines.append(
+                ChargeLine(
+                    key=charge_key(allocation_id=alloc.allocation_id, start=cursor, end=nxt),
+                    allocation_id=alloc.allocation_id,
+                    workload_id=alloc.workload_id,
+                    tenant_id=alloc.tenant_id,
+                    project=alloc.project,
+                    tags=dict(alloc.tags),
+                    resource=alloc.resource,
+                    pricing_class=alloc.pricing_class,
+                    period_start=cursor,
+                    period_end=nxt,
+                    basis=seg.entry.basis,
+                    quantity_hours=Decimal(round(quantity * 10**9)).scaleb(-9),
+                    compute_unit_hours=Decimal(round(Fraction(alloc.compute_units) * hours * 10**9)).scaleb(
+                        -9
+                    ),
+                    price_id=seg.entry.price_id,
+                    micro_per_hour=seg.entry.micro_per_hour,
+                    amount_micro=round(quantity * seg.entry.micro_per_hour),
+                )
+            )
+            cursor = nxt
+    return lines
+
+
+GRID = minutes(1)
+
+
+def test_rated_lines_equal_the_rule_computed_line_by_line_for_random_allocations_and_price_changes() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        changes = sorted(
+            {
+                T0 + timedelta(seconds=rng.randrange(1, 4 * 3600), microseconds=rng.randrange(10**6))
+                for _ in range(rng.randrange(4))
+            }
+        )
+        basis = rng.choice(list(PriceBasis))
+        prices = PriceList.of(
+            [entry("v0", rng.randrange(1, 9_000_000), start=T0 - timedelta(days=1), basis=basis)]
+            + [
+                entry(f"v{n + 1}", rng.randrange(0, 9_000_000), start=at, basis=basis)
+                for n, at in enumerate(changes)
+            ]
+        )
+        start = T0 + timedelta(
+            seconds=rng.randrange(3600), microseconds=rng.choice([0, rng.randrange(10**6)])
+        )
+        end = start + timedelta(
+            seconds=rng.randrange(1, 3 * 3600), microseconds=rng.choice([0, rng.randrange(10**6)])
+        )
+        alloc = close(
+            allocation(
+                started_at=start,
+                gpus=rng.choice(["1", "0.5", "2", "0.125"]),
+                compute_units=rng.choice(["8", "1", "3", "0.5", "16"]),
+                tags={"project": "vision"},
+            ),
+            at=end,
+            reason=EndReason.COMPLETED,
+        )
+        lower = start if rng.random() < 0.5 else floor_to_grid(start + (end - start) / 3)
+        lower = max(lower, start)
+
+        result = rate(allocation=alloc, rated_until=lower, now=end + minutes(5), prices=prices)
+
+        assert list(result.lines) == _reference_lines(alloc, lower=lower, upper=end, prices=prices)
+        assert all(line.tags == {"project": "vision"} for line in result.lines)
