@@ -39,7 +39,7 @@ PASSES = Counter("scheduler_passes_total", "Schedule passes run")
 PLACED = Counter("scheduler_placements_total", "Placements committed")
 PASS_SECONDS = Histogram("scheduler_pass_seconds", "Duration of one schedule pass")
 #: The longest pause between back-to-back passes.
-_MAX_YIELD_S = 0.05
+_MAX_YIELD_S = 0.01
 QUOTA_REBUILDS = Counter("scheduler_quota_rebuilds_total", "Quota state rebuilt from Postgres")
 
 
