@@ -6,13 +6,19 @@ injects fault signals of mixed kinds, and answers recovery's requests the way in
 confirmations, returns to service), the scheduler (re-placement on a healthy GPU) and the node agent
 (checkpoint/transfer/restore/running with scaled-down durations) would.
 
-    python bench/recovery_sim.py [--gpus 1000] [--faults 1000] [--rate 20] [--load 0.7]
+    python bench/recovery_sim.py [--gpus 1000] [--faults 1000] [--rate 20] [--load 0.7] [--late-placements 3]
 
 Time is compressed to fit in about 100 s: faults arrive at --rate per second (20/s by default),
 migration phases last 0.5-3 s each (about a tenth of a real 10-30 s checkpoint), the health check
 settles after 3 s (RECOVERY_SETTLE_S), and the fold and correlation windows shrink from 10 min to
 5 s and 1 s (else compressed random faults would all look correlated). The 60 s and 3 min
 thresholds are not scaled.
+
+--late-placements N makes the stand-in scheduler reproduce, N times, the ordering that can strand a
+workload: it re-places a migrating workload onto a free GPU whose drain (to failed: the incident will
+escalate) was requested but not yet applied, as a scheduler that had not yet seen the drain would, and
+its WorkloadPlaced/WorkloadEnded events reach recovery only after that GPU's incident has closed (a
+lagging scheduler topic). Recovery must still move the workload off the failed GPU.
 """
 
 from __future__ import annotations
@@ -68,6 +74,13 @@ MIX: list[tuple[str, int | None, int]] = [
     ("xid", 92, 3), ("xid", 45, 2), ("power", None, 2), ("xid", 999, 1),
 ]  # fmt: skip
 PHASES = (("checkpoint", 30), ("transfer", 70), ("restore", 95), ("running", 100))
+# Inventory's health transitions (services/inventory/health.py): target -> states it may start from.
+# A request that does not apply changes nothing and emits nothing, as in inventory.
+FROM_STATES = {
+    "draining": {"healthy", "degraded"},
+    "failed": {"healthy", "degraded", "draining"},
+    "healthy": {"draining", "failed", "degraded"},
+}
 
 
 @dataclass
@@ -78,7 +91,7 @@ class Fleet:
     health: dict[str, str] = field(default_factory=dict)
     workload_gpu: dict[str, str] = field(default_factory=dict)
     placement: dict[str, str] = field(default_factory=dict)
-    moves_pending: set[str] = field(default_factory=set)
+    moves_pending: dict[str, int] = field(default_factory=dict)  # workload -> migrations in flight
     closed: dict[str, IncidentClosedV1] = field(default_factory=dict)
 
     def free_healthy(self, rng: random.Random, avoid_node: str | None) -> str | None:
@@ -99,6 +112,13 @@ class Sim:
         self.bootstrap = bootstrap
         self.tasks: set[asyncio.Task[None]] = set()
         self.waits = 0
+        # Late placements: a GPU whose drain to failed is held back until a migration lands on it
+        # (gpu -> incident), and scheduler events held until that incident closes (incident -> events).
+        self.late_budget = args.late_placements
+        self.bait: dict[str, str] = {}
+        self.held: dict[str, list[WorkloadPlacedV1 | WorkloadEndedV1]] = {}
+        self.late_injected = 0
+        self.moves_after_close = 0
 
     async def send(self, topic: str, payload: Event, *, tenant: str | None = None) -> None:
         env = envelop(payload, source="bench-standin", tenant=tenant)
@@ -113,15 +133,17 @@ class Sim:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def place(self, workload: str, gpu: str, placement: str) -> None:
+    def placed_event(self, workload: str, gpu: str, placement: str) -> WorkloadPlacedV1:
         self.fleet.workload_gpu[workload], self.fleet.placement[workload] = gpu, placement
         item = AllocationItem(gpu_uuid=gpu, units=Decimal(8), model="H100-80GB-SXM")
-        tenant = f"t{int(workload[1:]) % 10}"
-        placed = WorkloadPlacedV1(
-            workload_id=workload, tenant_id=tenant, placement_id=placement, node=self.fleet.gpus[gpu],
-            allocations=[item], kind="job", priority=0.5,
+        return WorkloadPlacedV1(
+            workload_id=workload, tenant_id=f"t{int(workload[1:]) % 10}", placement_id=placement,
+            node=self.fleet.gpus[gpu], allocations=[item], kind="job", priority=0.5,
         )  # fmt: skip
-        await self.send(topics.SCHEDULER, placed, tenant=tenant)
+
+    async def place(self, workload: str, gpu: str, placement: str) -> None:
+        placed = self.placed_event(workload, gpu, placement)
+        await self.send(topics.SCHEDULER, placed, tenant=placed.tenant_id)
 
     async def load(self) -> int:
         gpus = list(self.fleet.gpus)
@@ -150,6 +172,8 @@ class Sim:
 
     async def set_health(self, gpu: str, health: str, reason: str) -> None:
         previous = self.fleet.health.get(gpu, "healthy")
+        if previous not in FROM_STATES[health]:
+            return
         self.fleet.health[gpu] = health
         event = GpuHealthChangedV1(
             gpu_uuid=gpu,
@@ -163,16 +187,38 @@ class Sim:
     async def on_drain(self, e: DrainRequestedV1) -> None:
         gpus = [e.gpu_uuid] if e.gpu_uuid else [g for g, n in self.fleet.gpus.items() if n == e.node]
         for gpu in gpus:
+            self.bait.pop(gpu, None)
             await self.set_health(gpu, e.target, e.reason)
 
-    async def on_migration(self, e: MigrationRequestedV1) -> None:
+    def _drain_later(self, e: DrainRequestedV1) -> None:
+        gpu = e.gpu_uuid
+        free = gpu is not None and gpu not in set(self.fleet.workload_gpu.values())
+        if self.late_budget > 0 and e.target == "failed" and free and not self.bait:
+            # Hold this drain back (up to 3 s) so that a migration can land on the GPU first.
+            assert gpu is not None
+            self.bait[gpu] = e.incident_id
+            self.later(3.0, self.on_drain(e))
+            return
+        self.later(self.rng.uniform(0.1, 0.5), self.on_drain(e))
+
+    def _bait_target(self, avoid_node: str | None) -> str | None:
+        used = set(self.fleet.workload_gpu.values())
+        for gpu in self.bait:
+            if self.fleet.gpus[gpu] != avoid_node and gpu not in used:
+                return gpu
+        return None
+
+    async def on_migration(self, e: MigrationRequestedV1, *, retry: bool = False) -> None:
         w = e.workload_id
-        self.fleet.moves_pending.add(w)
-        target = self.fleet.free_healthy(self.rng, avoid_node=self.fleet.gpus.get(e.away_from_gpu))
+        if not retry:
+            self.fleet.moves_pending[w] = self.fleet.moves_pending.get(w, 0) + 1
+        avoid = self.fleet.gpus.get(e.away_from_gpu)
+        bait = self._bait_target(avoid)
+        target = bait or self.fleet.free_healthy(self.rng, avoid_node=avoid)
         if target is None:
             # Like the scheduler, queue the workload until a healthy GPU frees up.
             self.waits += 1
-            self.later(1.0, self.on_migration(e))
+            self.later(1.0, self.on_migration(e, retry=True))
             return
         old = self.fleet.placement[w]
         new = f"{w}-p{int(old.rsplit('-p', 1)[1]) + 1}"
@@ -185,10 +231,13 @@ class Sim:
             incident_id=e.incident_id,
         )
         await self.send(topics.SCHEDULER, migrating)
-        await self.place(w, target, new)
-        await self.send(topics.SCHEDULER, WorkloadEndedV1(
-            workload_id=w, tenant_id=tenant, placement_id=old, outcome="migrated"
-        ))  # fmt: skip
+        placed = self.placed_event(w, target, new)
+        ended = WorkloadEndedV1(workload_id=w, tenant_id=tenant, placement_id=old, outcome="migrated")
+        if bait is None:
+            await self.send(topics.SCHEDULER, placed, tenant=tenant)
+            await self.send(topics.SCHEDULER, ended, tenant=tenant)
+        else:
+            self._late(placed, ended, gpu=bait)
         delay = 0.0
         for phase, percent in PHASES:
             delay += self.rng.uniform(0.5, 3.0) if phase != "running" else 0.2
@@ -198,10 +247,33 @@ class Sim:
             )  # fmt: skip
             self.later(delay, self._step(step))
 
+    def _late(self, placed: WorkloadPlacedV1, ended: WorkloadEndedV1, *, gpu: str) -> None:
+        """The workload runs on a GPU about to fail; recovery hears of it once that GPU's incident closed."""
+        incident = self.bait.pop(gpu)
+        self.late_budget -= 1
+        self.late_injected += 1
+        self.held[incident] = [placed, ended]
+        log(f"late placement: {placed.workload_id} on {gpu}, reported after {incident} closes")
+        # The held-back drain lands now; the incident escalates (target failed) not knowing of it.
+        drain = DrainRequestedV1(
+            incident_id=incident, gpu_uuid=gpu, node=self.fleet.gpus[gpu], reason="late", target="failed"
+        )
+        self.later(0.1, self.on_drain(drain))
+        self.later(30.0, self._release(incident))  # in case the close never comes
+
+    async def _release(self, incident: str) -> None:
+        for event in self.held.pop(incident, []):
+            await self.send(topics.SCHEDULER, event, tenant=event.tenant_id)
+
     async def _step(self, step: MigrationStepV1) -> None:
         await self.send(topics.NODE_AGENT, step)
         if step.phase == "running":
-            self.fleet.moves_pending.discard(step.workload_id)
+            w = step.workload_id
+            left = self.fleet.moves_pending.get(w, 0) - 1
+            if left > 0:
+                self.fleet.moves_pending[w] = left
+            else:
+                self.fleet.moves_pending.pop(w, None)
 
     async def respond(self, stop: asyncio.Event) -> None:
         consumer = create_consumer(
@@ -220,19 +292,25 @@ class Sim:
     async def handle(self, event: Event) -> None:
         match event:
             case DrainRequestedV1():
-                self.later(self.rng.uniform(0.1, 0.5), self.on_drain(event))
+                self._drain_later(event)
             case MigrationRequestedV1():
+                if event.incident_id in self.fleet.closed:
+                    self.moves_after_close += 1  # a workload found on hardware a closed incident drained
                 self.later(self.rng.uniform(0.1, 0.3), self.on_migration(event))
             case ReturnToServiceRequestedV1():
                 await self.set_health(event.gpu_uuid, "healthy", "returned by recovery")
             case IncidentClosedV1():
                 self.fleet.closed[event.incident_id] = event
+                await self._release(event.incident_id)
+
+    def stranded(self) -> list[str]:
+        """Workloads placed on a GPU that is not healthy (drained or failed)."""
+        health = self.fleet.health
+        return sorted(w for w, g in self.fleet.workload_gpu.items() if health.get(g, "healthy") != "healthy")
 
     def lost(self) -> int:
-        stranded = [
-            w for w, g in self.fleet.workload_gpu.items() if self.fleet.health.get(g, "healthy") != "healthy"
-        ]
-        return len(set(stranded) | self.fleet.moves_pending)
+        """Workloads not running: stranded on an unhealthy GPU, or still waiting to be moved."""
+        return len(set(self.stranded()) | set(self.fleet.moves_pending))
 
 
 def start_service(env: BenchEnv, bootstrap: str, port: int) -> subprocess.Popen[bytes]:
@@ -303,6 +381,16 @@ def report(
         emit(BENCH, "time_to_recover_p50", percentile(recover, 50), "s")
         emit(BENCH, "time_to_recover_p99", percentile(recover, 99), "s")
     not_running = sim.lost()
+    for w in sorted(set(sim.stranded()) | set(sim.fleet.moves_pending)):
+        gpu = sim.fleet.workload_gpu.get(w, "")
+        state = "moving" if w in sim.fleet.moves_pending else sim.fleet.health.get(gpu, "healthy")
+        log(f"not running: {w} on {gpu} ({state}), placement {sim.fleet.placement.get(w)}")
+    emit(BENCH, "workloads_on_unhealthy_gpus", len(sim.stranded()), "workloads")
+    emit(BENCH, "workloads_still_moving", len(sim.fleet.moves_pending), "workloads")
+    emit(BENCH, "late_placements_injected", sim.late_injected, "placements")
+    emit(BENCH, "migrations_requested_after_close", sim.moves_after_close, "migrations")
+    healthy = sum(1 for g in sim.fleet.gpus if sim.fleet.health.get(g, "healthy") == "healthy")
+    emit(BENCH, "healthy_gpus_at_end", healthy, "GPUs", workloads=len(sim.fleet.workload_gpu))
     if all(i["closed_at"] is not None for i in incidents):
         # Every incident ended: a workload not running now never will be, so it is lost.
         emit(BENCH, "workloads_lost", not_running, "workloads", workloads=len(sim.fleet.workload_gpu))
@@ -389,6 +477,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0, help="faults per second")
     parser.add_argument("--load", type=float, default=0.7, help="share of GPUs running a workload")
     parser.add_argument("--drain-timeout", type=float, default=30.0, help="wait for open incidents, s")
+    parser.add_argument(
+        "--late-placements", type=int, default=3, help="placements reported after their GPU's incident closed"
+    )
     args = parser.parse_args()
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if bootstrap:
