@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -98,7 +99,8 @@ class PassCache:
         return w
 
 
-def _book_of(row: asyncpg.Record, ctx: SchedulerContext, *, now: datetime) -> FairShareBook:
+def book_from_row(row: Mapping[str, Any], ctx: SchedulerContext, *, now: datetime) -> FairShareBook:
+    """The fair-share book from a row of arrays (usage, shares, tenants, capacity): placer pass and submit."""
     usage = {
         t: DecayedUsage(float(v), at)
         for t, v, at in zip(
@@ -141,7 +143,7 @@ async def load_pass(
     avoid = frozenset(g for r in waiting for g in r["avoid_gpus"])
     live = [r for r in await store.live_placements() if not r["migrating"]]
     state = ClusterState(gpus=cache.gpus(avoid), allocations=tuple(allocation_of(r) for r in live))
-    book = _book_of(policy, ctx, now=now)
+    book = book_from_row(policy, ctx, now=now)
     queue = []
     for row in waiting:
         pinned = row["pinned_priority"]

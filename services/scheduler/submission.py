@@ -17,12 +17,12 @@ from libs.common.observability.tracing import current_traceparent
 from libs.common.runtime import BackgroundTask, ServiceRuntime
 from services.scheduler.context import SchedulerContext
 from services.scheduler.creation import CreationSpec
+from services.scheduler.loader import book_from_row
 from services.scheduler.model import GpuRequest, UnitsRequest
 from services.scheduler.outbox import outbox_row
-from services.scheduler.priority import DecayedUsage
 from services.scheduler.quota import DIMENSIONS, QuotaLimits, QuotaUsage, check, to_milli
 from services.scheduler.quota_store import RebuildNeeded
-from services.scheduler.state import FairShareBook, limits_of
+from services.scheduler.state import limits_of
 from services.scheduler.store import Store
 
 __all__ = ["QuotaExhausted", "hold_submission_pool", "submit"]
@@ -83,26 +83,6 @@ async def _check_quota(
         )
 
 
-def _book(ctx: SchedulerContext, row: Mapping[str, Any], *, now: datetime) -> FairShareBook:
-    """The fair-share book from the submission context row (what ``load_book`` reads in four queries)."""
-    usage = {
-        t: DecayedUsage(float(v), at)
-        for t, v, at in zip(
-            row["usage_tenants"] or (), row["usage_values"] or (), row["usage_as_of"] or (), strict=True
-        )
-    }
-    shares = {t: float(v) for t, v in zip(row["share_tenants"] or (), row["share_values"] or (), strict=True)}
-    return FairShareBook(
-        usage=usage,
-        shares=shares,
-        tenants=frozenset(row["tenant_ids"] or ()),
-        default_shares=ctx.settings.default_shares,
-        capacity_units=float(row["capacity"]),
-        half_life=ctx.half_life,
-        now=now,
-    )
-
-
 def _resources(spec: CreationSpec) -> dict[str, str | int]:
     raw = spec.resources.model_dump(mode="json")
     return {k: v if isinstance(v, (str, int)) else str(v) for k, v in raw.items() if v is not None}
@@ -125,7 +105,7 @@ async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> d
         if limits is not None:
             await _check_quota(ctx, tenant=tenant, spec=spec, limits=limits)
         wid = f"wl-{uuid.uuid4().hex[:16]}"
-        prio = _book(ctx, info, now=now).explain(tenant=tenant, urgency=spec.urgency).priority
+        prio = book_from_row(info, ctx, now=now).explain(tenant=tenant, urgency=spec.urgency).priority
         row = {
             "workload_id": wid,
             "tenant_id": tenant,
