@@ -70,6 +70,15 @@ class FaultEntry(BaseModel):
     recoverable: bool = Field(description="Whether the GPU may return to service without a person")
     source: str = Field(description="Key into the catalog's sources")
     note: str = Field(default="", description="Why the policy is what it is")
+    fold_group: str | None = Field(
+        default=None,
+        description="Fault types sharing a group are one fault seen by several signals: they fold together",
+    )
+
+    @property
+    def fold_key(self) -> str:
+        """What repeats must share to fold into one incident: the fold group, else the fault type."""
+        return self.fold_group or self.key
 
 
 class FaultCatalog(BaseModel):

@@ -68,6 +68,14 @@ class Classification(BaseModel):
     owner: Owner
     action: Action
     recoverable: bool
+    fold_key: str | None = Field(
+        default=None, description="Signals with the same fold key fold together (None: the fault type)"
+    )
+
+    @property
+    def folds_as(self) -> str:
+        """The key a repeat must share to fold into an incident of this classification."""
+        return self.fold_key or self.fault_type
 
 
 def classify(signal: FaultSignal, *, catalog: FaultCatalog) -> Classification:
@@ -83,4 +91,5 @@ def classify(signal: FaultSignal, *, catalog: FaultCatalog) -> Classification:
         owner=entry.owner,
         action=entry.action,
         recoverable=entry.recoverable,
+        fold_key=entry.fold_key,
     )

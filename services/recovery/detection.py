@@ -39,15 +39,30 @@ def _same_place(incident: Incident, signal: FaultSignal) -> bool:
 
 
 def find_fold_target(
-    incidents: Sequence[Incident], *, signal: FaultSignal, fault_type: str, policy: RecoveryPolicy
+    incidents: Sequence[Incident], *, signal: FaultSignal, folds_as: str, policy: RecoveryPolicy
 ) -> Incident | None:
-    """The incident a repeat folds into: same fault type, same GPU, open or seen within the fold window."""
+    """The incident a repeat folds into: same fault, same GPU, open or seen within the fold window.
+
+    "Same fault" is the classification's fold key: the fault type, or a group of fault types that are
+    one fault seen through several signals (XID 79 and NVML's GPU-lost reading).
+    """
     for incident in incidents:
-        if incident.fault_type != fault_type or not _same_place(incident, signal):
+        if incident.classification.folds_as != folds_as or not _same_place(incident, signal):
             continue
         if incident.is_open or abs(signal.at - incident.last_seen) <= policy.fold_window:
             return incident
     return None
+
+
+def _before_recovery(incident: Incident, signal: FaultSignal) -> bool:
+    """Whether the signal reports a fault from before the incident's reset (or restart): a late report.
+
+    A GPU-lost alert that trails its XID 79, delivered after the incident resolved, is the same fault;
+    only a fault that happens after the reset is a repeat.
+    """
+    verifying = [c.at for c in incident.history if c.state is IncidentState.VERIFYING]
+    cutoff = verifying[0] if verifying else incident.recovered_at or incident.closed_at
+    return cutoff is not None and signal.at < cutoff
 
 
 def fold(incident: Incident, *, at: AwareDatetime) -> Incident:
@@ -90,13 +105,15 @@ def ingest_signal(
     """Fold the signal into a matching incident, or open one unless the catalog says to ignore it.
 
     A repeat of a resolved incident within the fold window opens a new incident marked as its repeat,
-    which escalates once its workloads are safe.
+    which escalates once its workloads are safe; a late report of a fault from before the reset folds.
 
     incidents are the GPU's and node's recent incidents; incident_id is used only when one is opened.
     workload_ids are the workloads to move: the GPU's, or the whole node's when the action reboots the node.
     """
-    target = find_fold_target(incidents, signal=signal, fault_type=classification.fault_type, policy=policy)
-    if target is not None and target.state is not IncidentState.RESOLVED:
+    target = find_fold_target(incidents, signal=signal, folds_as=classification.folds_as, policy=policy)
+    if target is not None and (
+        target.state is not IncidentState.RESOLVED or _before_recovery(target, signal)
+    ):
         return Detection(outcome=DetectionOutcome.FOLDED, incident=fold(target, at=signal.at))
     if classification.action is Action.IGNORE:
         return Detection(outcome=DetectionOutcome.IGNORED)

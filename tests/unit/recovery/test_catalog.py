@@ -106,3 +106,10 @@ def test_a_catalog_entry_with_an_unknown_action_is_refused() -> None:
     )
     with pytest.raises(ValidationError):
         parse_catalog(data)
+
+
+def test_xid_79_and_the_gpu_lost_reading_are_one_fault_and_fold_together(catalog: FaultCatalog) -> None:
+    assert catalog.get("xid_79").fold_key == catalog.get("gpu_lost").fold_key
+    others = {e.fold_key for key, e in catalog.entries.items() if key not in ("xid_79", "gpu_lost")}
+    assert catalog.get("xid_79").fold_key not in others
+    assert catalog.get("xid_48").fold_key == "xid_48"

@@ -101,3 +101,38 @@ def test_a_fault_the_catalog_ignores_opens_no_incident(catalog: FaultCatalog) ->
     detection = ingest(catalog, xid(45), [])
     assert detection.outcome is DetectionOutcome.IGNORED
     assert detection.incident is None
+
+
+def _lost(*, gpu: str = "GPU-a", after: timedelta = timedelta(0)) -> FaultSignal:
+    return FaultSignal(kind=FaultKind.LOST, gpu=gpu, node="node-1", at=T0 + after)
+
+
+def test_a_gpu_lost_reading_folds_into_the_open_xid_79_incident_of_its_gpu(catalog: FaultCatalog) -> None:
+    xid_79 = first_incident(catalog, code=79)
+    detection = ingest(catalog, _lost(after=timedelta(seconds=1)), [xid_79])
+    assert detection.outcome is DetectionOutcome.FOLDED
+    assert detection.incident is not None
+    assert (detection.incident.id, detection.incident.fault_type, detection.incident.count) == (
+        "inc-1",
+        "xid_79",
+        2,
+    )
+
+
+def test_an_xid_79_folds_into_the_open_gpu_lost_incident_of_its_gpu(catalog: FaultCatalog) -> None:
+    lost = ingest(catalog, _lost(), [], new_id="inc-1").incident
+    assert lost is not None
+    assert lost.fault_type == "gpu_lost"
+    detection = ingest(catalog, xid(79, after=timedelta(seconds=1)), [lost])
+    assert detection.outcome is DetectionOutcome.FOLDED
+    assert detection.incident is not None
+    assert (detection.incident.id, detection.incident.count) == ("inc-1", 2)
+
+
+def test_a_gpu_lost_on_another_gpu_or_after_another_fault_opens_its_own_incident(
+    catalog: FaultCatalog,
+) -> None:
+    other_gpu = ingest(catalog, _lost(gpu="GPU-b"), [first_incident(catalog, code=79)])
+    assert other_gpu.outcome is DetectionOutcome.OPENED
+    other_fault = ingest(catalog, _lost(), [first_incident(catalog, code=48)])
+    assert other_fault.outcome is DetectionOutcome.OPENED

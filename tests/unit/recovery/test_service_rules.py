@@ -150,3 +150,29 @@ def test_window_records_become_samples_with_xids_per_second_up_to_the_fault() ->
     samples = to_samples("g1", entries, until=T0 + timedelta(seconds=3))
     assert [s.at for s in samples] == [T0 + timedelta(seconds=s) for s in (0, 1, 2)]
     assert [s.xid_count for s in samples] == [0, 0, 2]
+
+
+def test_a_late_gpu_lost_report_of_a_recovered_xid_79_folds_instead_of_opening_a_repeat(
+    catalog: FaultCatalog,
+) -> None:
+    xid_79 = _signal(79)
+    opened = ingest_signal(
+        signal=xid_79, classification=classify(xid_79, catalog=catalog), incidents=[], workload_ids=[],
+        incident_id="i1", detected_at=T0, policy=POLICY,
+    ).incident  # fmt: skip
+    assert opened is not None
+    minute = timedelta(minutes=1)
+    draining = start_remediation(start_diagnosis(opened, at=T0).incident, diagnosis=None, at=T0)
+    verifying = drain_completed(draining.incident, at=T0 + minute).incident  # no workloads: reboot now
+    assert verifying.state is IncidentState.VERIFYING
+    resolved = record_health_check(verifying, passed=True, at=T0 + 2 * minute).incident
+
+    def ingest(at: timedelta) -> DetectionOutcome:
+        lost = FaultSignal(kind=FaultKind.LOST, gpu="g1", node="n1", at=T0 + at)
+        return ingest_signal(
+            signal=lost, classification=classify(lost, catalog=catalog), incidents=[resolved],
+            workload_ids=[], incident_id="i2", detected_at=T0 + 3 * minute, policy=POLICY,
+        ).outcome  # fmt: skip
+
+    assert ingest(timedelta(seconds=5)) is DetectionOutcome.FOLDED  # lost before the reboot: same fault
+    assert ingest(3 * minute) is DetectionOutcome.OPENED  # lost again after the reboot: a repeat
