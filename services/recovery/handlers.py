@@ -27,9 +27,13 @@ from services.recovery.incidents import (
     Transition,
     adopt_workloads,
     drain_completed,
+    drain_in_effect,
     drains_node,
+    leaves_out_of_service,
+    move_strays,
     record_health_check,
     record_progress,
+    requested_drain,
     start_diagnosis,
     start_remediation,
 )
@@ -44,6 +48,11 @@ __all__ = ["RecoveryHandlers"]
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+OUT_OF_SERVICE = frozenset({"draining", "failed"})
+# Open states in which an incident holds its GPU (or node) drained.
+_HOLDING = (IncidentState.DRAINING, IncidentState.MIGRATING, IncidentState.VERIFYING)
 
 
 @dataclass(frozen=True)
@@ -126,6 +135,11 @@ class RecoveryHandlers:
         )
         both = Transition(incident=second.incident, commands=first.commands + second.commands)
         await apply(uow, both, before=None, fx=fx)
+        if both.incident.gpu is not None:
+            health = await PlacementStore(uow.conn).health_of([both.incident.gpu])
+            if drain_in_effect(both.incident, gpu_health=health.get(both.incident.gpu)):
+                # Inventory will report no change for this drain: it is complete already.
+                await self._drain_done(uow, both.incident, gpu=both.incident.gpu, fx=fx)
 
     async def _diagnose(self, incident: Incident, *, recent: Sequence[Incident]) -> Diagnosis:
         at = incident.fault_at
@@ -162,18 +176,53 @@ class RecoveryHandlers:
     async def handle_gpu_health(self, event: GpuHealthChangedV1, ctx: HandlerContext) -> None:
         places, incidents = PlacementStore(ctx.uow.conn), IncidentStore(ctx.uow.conn)
         await places.set_health(gpu=event.gpu_uuid, node=event.node, health=event.health)
-        if event.health not in ("draining", "failed"):
+        if event.health not in OUT_OF_SERVICE:
             return
         fx = self._effects(self.clock())
         for incident in await incidents.open_in_state(event.node, IncidentState.DRAINING):
             if drains_node(incident) or incident.gpu == event.gpu_uuid:
-                on_it = (
-                    await places.on_node(event.node)
-                    if drains_node(incident)
-                    else await places.on_gpu(event.gpu_uuid)
-                )
-                adopted = adopt_workloads(incident, workload_ids=[p.workload_id for p in on_it], at=fx.now)
-                await apply(ctx.uow, drain_completed(adopted.incident, at=fx.now), before=incident, fx=fx)
+                await self._drain_done(ctx.uow, incident, gpu=event.gpu_uuid, fx=fx)
+        if await self._open_drains(ctx.uow, node=event.node, gpus={event.gpu_uuid}):
+            return
+        # No open incident holds the GPU: one escalated before its drain took effect may have.
+        on_it = await places.on_gpu(event.gpu_uuid)
+        await self._move_strays(
+            ctx.uow, node=event.node, gpus={event.gpu_uuid}, placements=on_it, fx=fx, skip_asked=True
+        )
+
+    async def _drain_done(self, uow: UnitOfWork, incident: Incident, *, gpu: str, fx: Effects) -> None:
+        """The drain holds: every workload now on the GPU (or node) joins the incident and is moved."""
+        places = PlacementStore(uow.conn)
+        on_it = await places.on_node(incident.node) if drains_node(incident) else await places.on_gpu(gpu)
+        adopted = adopt_workloads(incident, workload_ids=[p.workload_id for p in on_it], at=fx.now)
+        await apply(uow, drain_completed(adopted.incident, at=fx.now), before=incident, fx=fx)
+
+    async def _open_drains(self, uow: UnitOfWork, *, node: str, gpus: set[str]) -> list[Incident]:
+        """Open incidents holding one of these GPUs (or their node) drained, oldest first (locked)."""
+        found = await IncidentStore(uow.conn).open_in_state(node, *_HOLDING)
+        return [i for i in found if requested_drain(i) and (drains_node(i) or i.gpu in gpus)]
+
+    async def _move_strays(
+        self,
+        uow: UnitOfWork,
+        *,
+        node: str,
+        gpus: set[str],
+        placements: Sequence[Placement],
+        fx: Effects,
+        skip_asked: bool = False,
+    ) -> None:
+        """Move workloads off GPUs the latest escalated incident holding them left out of service.
+
+        skip_asked leaves alone the workloads that incident already asked to move (a placement it has
+        not heard of yet may still be the one it moves); a placement just reported is never skipped.
+        """
+        for incident in await IncidentStore(uow.conn).escalated_on_node(node):
+            if leaves_out_of_service(incident) and (drains_node(incident) or incident.gpu in gpus):
+                asked = {m.workload_id for m in incident.migrations} if skip_asked else set()
+                strays = [p.workload_id for p in placements if p.workload_id not in asked]
+                await apply(uow, move_strays(incident, workload_ids=strays), before=incident, fx=fx)
+                return
 
     async def handle_migration_step(self, event: MigrationStepV1, ctx: HandlerContext) -> None:
         fx = self._effects(self.clock())
@@ -186,6 +235,7 @@ class RecoveryHandlers:
             await apply(ctx.uow, moved, before=incident, fx=fx, progress=step)
 
     async def handle_workload_placed(self, event: WorkloadPlacedV1, ctx: HandlerContext) -> None:
+        places = PlacementStore(ctx.uow.conn)
         placement = Placement(
             workload_id=event.workload_id,
             tenant_id=event.tenant_id,
@@ -193,17 +243,20 @@ class RecoveryHandlers:
             node=event.node,
             gpus=tuple(a.gpu_uuid for a in event.allocations),
         )
-        await PlacementStore(ctx.uow.conn).place(placement, priority=event.priority)
-        await self._adopt_into_open_incidents(ctx.uow, placement)
-
-    async def _adopt_into_open_incidents(self, uow: UnitOfWork, placement: Placement) -> None:
-        """A placement onto a GPU that an open incident is taking out of service must move again."""
-        incidents, fx = IncidentStore(uow.conn), self._effects(self.clock())
-        for state in (IncidentState.DRAINING, IncidentState.MIGRATING, IncidentState.VERIFYING):
-            for incident in await incidents.open_in_state(placement.node, state):
-                if drains_node(incident) or incident.gpu in placement.gpus:
-                    moved = adopt_workloads(incident, workload_ids=[placement.workload_id], at=fx.now)
-                    await apply(uow, moved, before=incident, fx=fx)
+        await places.place(placement, priority=event.priority)
+        fx, gpus = self._effects(self.clock()), set(placement.gpus)
+        holding = await self._open_drains(ctx.uow, node=placement.node, gpus=gpus)
+        for incident in holding:
+            # A placement onto a GPU an open incident is taking out of service must move again.
+            moved = adopt_workloads(incident, workload_ids=[placement.workload_id], at=fx.now)
+            await apply(ctx.uow, moved, before=incident, fx=fx)
+        if holding:
+            return
+        health = await places.health_of(placement.gpus)
+        out = {gpu for gpu, h in health.items() if h in OUT_OF_SERVICE}
+        if out:
+            # Placed before the scheduler saw the drain, and heard of only after the incident closed.
+            await self._move_strays(ctx.uow, node=placement.node, gpus=out, placements=[placement], fx=fx)
 
     async def handle_workload_ended(self, event: WorkloadEndedV1, ctx: HandlerContext) -> None:
         await PlacementStore(ctx.uow.conn).end(workload_id=event.workload_id, placement_id=event.placement_id)

@@ -40,10 +40,14 @@ __all__ = [
     "adopt_workloads",
     "check_deadline",
     "drain_completed",
+    "drain_in_effect",
     "drains_node",
+    "leaves_out_of_service",
+    "move_strays",
     "record_failure",
     "record_health_check",
     "record_progress",
+    "requested_drain",
     "start_diagnosis",
     "start_remediation",
 ]
@@ -238,9 +242,31 @@ def drain_completed(incident: Incident, *, at: AwareDatetime) -> Transition:
     """draining → migrating: inventory drained the GPU or node, so move its workloads away."""
     if incident.state is not IncidentState.DRAINING:
         return _ignored(incident)
-    away = None if isinstance(_drain_command(incident), DrainNode) else incident.gpu
-    moves = tuple(MigrateWorkload(workload_id=w, away_from_gpu=away) for w in incident.workload_ids)
-    return _begin_migrations(incident, commands=moves, at=at)
+    return _begin_migrations(incident, commands=_moves_away(incident, incident.workload_ids), at=at)
+
+
+def drain_in_effect(incident: Incident, *, gpu_health: str | None) -> bool:
+    """Whether a draining incident's GPU drain already holds, so no health change will confirm it.
+
+    Inventory changes nothing (and so says nothing) when asked to drain a GPU that is already draining or
+    failed, or to fail one that is already failed; such an incident would wait for its deadline.
+    gpu_health is the GPU's health as last reported by inventory (None: never reported).
+    """
+    if incident.state is not IncidentState.DRAINING or drains_node(incident):
+        return False
+    if incident.classification.recoverable:
+        return gpu_health in ("draining", "failed")
+    return gpu_health == "failed"
+
+
+def requested_drain(incident: Incident) -> bool:
+    """Whether the incident asked for its GPU or node to be drained (restarts and escalations do not)."""
+    return any(change.state is IncidentState.DRAINING for change in incident.history)
+
+
+def leaves_out_of_service(incident: Incident) -> bool:
+    """An escalated incident that drained its GPU or node: the hardware stays out until a person acts."""
+    return incident.state is IncidentState.ESCALATED and requested_drain(incident)
 
 
 _ADOPTING = frozenset({IncidentState.DRAINING, IncidentState.MIGRATING, IncidentState.VERIFYING})
@@ -251,22 +277,44 @@ def adopt_workloads(incident: Incident, *, workload_ids: Sequence[str], at: Awar
 
     A placement can land on the GPU between detection and the drain taking effect; without this it
     would stay on a drained GPU. While draining, they are simply added (the drain's completion moves
-    them all); once migrating or verifying, each gets its migration now.
+    them all); once migrating or verifying, each gets its migration now. An incident that restarts
+    workloads in place adopts nothing: its GPU stays in service.
     """
     new = tuple(w for w in dict.fromkeys(workload_ids) if w not in incident.workload_ids)
-    if not new or incident.state not in _ADOPTING:
+    if not new or incident.state not in _ADOPTING or not requested_drain(incident):
         return _ignored(incident)
     grown = incident.model_copy(update={"workload_ids": (*incident.workload_ids, *new)})
     if incident.state is IncidentState.DRAINING:
         return Transition(incident=grown)
-    away = None if isinstance(_drain_command(incident), DrainNode) else incident.gpu
-    moves = tuple(MigrateWorkload(workload_id=w, away_from_gpu=away) for w in new)
+    moves = _moves_away(incident, new)
     migrations = (*incident.migrations, *(Migration(workload_id=w) for w in new))
     if incident.state is IncidentState.VERIFYING:
         reason = "workloads found on the drained GPU"
         return _move(grown, IncidentState.MIGRATING, at=at, commands=moves, reason=reason,
                      migrations=migrations, recovered_at=None)  # fmt: skip
     return Transition(incident=grown.model_copy(update={"migrations": migrations}), commands=moves)
+
+
+def move_strays(incident: Incident, *, workload_ids: Sequence[str]) -> Transition:
+    """Workloads found on hardware an escalated incident left out of service are moved away.
+
+    The scheduler may place a workload on a GPU just before it sees the drain, and recovery may learn
+    of that placement only after the incident closed; without this the workload would stay on the
+    drained GPU for good. The incident stays closed (its state and history are final); it lists the
+    workloads and asks for their moves. workload_ids are workloads nobody has asked to move yet.
+    """
+    new = tuple(dict.fromkeys(workload_ids))
+    if not new or not leaves_out_of_service(incident):
+        return _ignored(incident)
+    listed = tuple(dict.fromkeys((*incident.workload_ids, *new)))
+    return Transition(
+        incident=incident.model_copy(update={"workload_ids": listed}), commands=_moves_away(incident, new)
+    )
+
+
+def _moves_away(incident: Incident, workload_ids: Sequence[str]) -> tuple[Command, ...]:
+    away = None if isinstance(_drain_command(incident), DrainNode) else incident.gpu
+    return tuple(MigrateWorkload(workload_id=w, away_from_gpu=away) for w in workload_ids)
 
 
 def _begin_migrations(incident: Incident, *, commands: tuple[Command, ...], at: AwareDatetime) -> Transition:

@@ -40,7 +40,13 @@ SELECT doc FROM incidents WHERE node = $1 AND (closed_at IS NULL OR last_seen >=
 ORDER BY last_seen DESC LIMIT 200 FOR UPDATE
 """
 SELECT_OPEN_IN_STATE_ON_NODE = """
-SELECT doc FROM incidents WHERE node = $1 AND state = $2 AND closed_at IS NULL FOR UPDATE
+SELECT doc FROM incidents WHERE node = $1 AND state = ANY ($2::text[]) AND closed_at IS NULL
+ORDER BY detected_at, incident_id FOR UPDATE
+"""
+# Escalated incidents on a node, newest first: the ones that may have left a GPU drained for a person.
+SELECT_ESCALATED_ON_NODE = """
+SELECT doc FROM incidents WHERE node = $1 AND state = 'escalated'
+ORDER BY closed_at DESC LIMIT $2 FOR UPDATE
 """
 SELECT_MIGRATING_FOR_WORKLOAD = """
 SELECT i.doc FROM incidents i JOIN incident_workloads w USING (incident_id)
@@ -85,6 +91,7 @@ SELECT_HELD_GPUS_ON_NODE = """
 SELECT DISTINCT gpu_uuid FROM incidents
 WHERE node = $1 AND incident_id <> $2 AND gpu_uuid IS NOT NULL AND (closed_at IS NULL OR state = 'escalated')
 """
+SELECT_HEALTH = "SELECT gpu_uuid, health FROM gpu_health WHERE gpu_uuid = ANY ($1::text[])"
 SELECT_OUT_OF_SERVICE_ON_NODE = """
 SELECT gpu_uuid FROM gpu_health WHERE node = $1 AND health IN ('draining', 'failed') ORDER BY gpu_uuid
 """
@@ -153,9 +160,14 @@ class IncidentStore:
         """Open incidents on the node and those seen since ``since``, newest first (locked)."""
         return _incidents(await self._conn.fetch(SELECT_RECENT_ON_NODE, node, since))
 
-    async def open_in_state(self, node: str, state: IncidentState) -> list[Incident]:
-        """Open incidents on a node in one state (locked)."""
-        return _incidents(await self._conn.fetch(SELECT_OPEN_IN_STATE_ON_NODE, node, state.value))
+    async def open_in_state(self, node: str, *states: IncidentState) -> list[Incident]:
+        """Open incidents on a node in any of the given states, oldest first (locked)."""
+        values = [state.value for state in states]
+        return _incidents(await self._conn.fetch(SELECT_OPEN_IN_STATE_ON_NODE, node, values))
+
+    async def escalated_on_node(self, node: str, *, limit: int = 100) -> list[Incident]:
+        """Escalated incidents on a node, most recently closed first (locked)."""
+        return _incidents(await self._conn.fetch(SELECT_ESCALATED_ON_NODE, node, limit))
 
     async def held_gpus(self, node: str, *, other_than: str) -> set[str]:
         """GPUs of a node that other incidents keep out of service."""
@@ -228,6 +240,11 @@ class PlacementStore:
     async def set_health(self, *, gpu: str, node: str, health: str) -> None:
         """Record a GPU's health as inventory reported it."""
         await self._conn.execute(UPSERT_HEALTH, gpu, node, health)
+
+    async def health_of(self, gpus: Sequence[str]) -> dict[str, str]:
+        """Health of the given GPUs as inventory last reported it (GPUs never reported are left out)."""
+        rows = await self._conn.fetch(SELECT_HEALTH, list(gpus))
+        return {r["gpu_uuid"]: r["health"] for r in rows}
 
     async def out_of_service_on_node(self, node: str) -> list[str]:
         """GPUs of a node that inventory reports draining or failed."""

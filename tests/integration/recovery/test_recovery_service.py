@@ -10,7 +10,7 @@ from fastapi import FastAPI
 
 from libs.common.events import Envelope, Event, envelop, topics
 from libs.common.events.agent import MigrationStepV1
-from libs.common.events.inventory import GpuHealthChangedV1
+from libs.common.events.inventory import GpuHealth, GpuHealthChangedV1
 from libs.common.events.recovery import (
     DrainRequestedV1,
     IncidentClosedV1,
@@ -199,3 +199,72 @@ async def test_bad_filters_are_refused_with_422_naming_the_field(isolation: Isol
         assert missing.status_code == 404
         assert missing.json()["error"]["field"] == "key"
         assert (await client.get("/v1/incidents")).status_code == 401
+
+
+def _health(gpu: str, node: str, *, previous: GpuHealth, health: GpuHealth) -> GpuHealthChangedV1:
+    return GpuHealthChangedV1(gpu_uuid=gpu, node=node, previous=previous, health=health, reason="x")
+
+
+async def test_a_workload_reported_on_a_gpu_after_its_incident_escalated_is_moved_off_it(
+    isolation: Isolation,
+) -> None:
+    app = _app(isolation)
+    recovery_topic = isolation.topic_prefix + topics.RECOVERY
+    async with running(app), TopicReader(bootstrap=isolation.infra.kafka, topic=recovery_topic) as r:
+        ecc = FaultSignaledV1(fault_id="f1", kind="ecc", gpu_uuid="g1", node="n1", at=datetime.now(UTC))
+        await _send(isolation, topics.TELEMETRY_FAULTS, ecc)
+        events = await r.wait_for(lambda evs: bool(_of(evs, DrainRequestedV1)), timeout=30, what="drain")
+        drain = _of(events, DrainRequestedV1)[0]
+        assert (drain.gpu_uuid, drain.target) == ("g1", "failed")
+        await _send(isolation, topics.INVENTORY, _health("g1", "n1", previous="healthy", health="failed"))
+        events = await r.wait_for(lambda evs: bool(_of(evs, IncidentClosedV1)), timeout=30, what="closed")
+        assert _of(events, IncidentClosedV1)[0].outcome == "escalated"  # nothing ran there: closed at once
+
+        # The scheduler had placed w1 on g1 before it saw the drain; recovery hears of it only now.
+        await _send(isolation, topics.SCHEDULER, _placed("w1", "acme", gpu="g1", node="n1", placement="p1"))
+        events = await r.wait_for(lambda evs: bool(_of(evs, MigrationRequestedV1)), timeout=30, what="move")
+        move = _of(events, MigrationRequestedV1)[0]
+        assert (move.workload_id, move.away_from_gpu, move.incident_id) == ("w1", "g1", drain.incident_id)
+        assert len(_of(events, IncidentClosedV1)) == 1
+
+
+async def test_a_second_fault_on_a_gpu_already_drained_goes_on_without_a_health_change(
+    isolation: Isolation,
+) -> None:
+    app = _app(isolation)
+    recovery_topic = isolation.topic_prefix + topics.RECOVERY
+    async with running(app), TopicReader(bootstrap=isolation.infra.kafka, topic=recovery_topic) as r:
+        await _send(isolation, topics.TELEMETRY_FAULTS, _fault("f1", xid=48, gpu="g1", node="n1"))
+        await r.wait_for(lambda evs: bool(_of(evs, DrainRequestedV1)), timeout=30, what="first drain")
+        await _send(isolation, topics.INVENTORY, _health("g1", "n1", previous="healthy", health="draining"))
+        await _send(isolation, topics.TELEMETRY_FAULTS, _fault("f2", xid=63, gpu="g1", node="n1", ago_s=0))
+
+        def second_migrating(evs: Events) -> bool:
+            second = {o.incident_id for o in _of(evs, IncidentOpenedV1) if o.fault_type == "xid_63"}
+            return any(
+                p.incident_id in second and p.state == "migrating" and p.workload_id is None
+                for p in _of(evs, IncidentProgressedV1)
+            )
+
+        # Inventory reports nothing for draining a GPU that is draining already: no event is sent here.
+        events = await r.wait_for(second_migrating, timeout=30, what="the second incident past draining")
+        second = next(o.incident_id for o in _of(events, IncidentOpenedV1) if o.fault_type == "xid_63")
+        states = [p.state for p in _of(events, IncidentProgressedV1) if p.incident_id == second]
+        assert states[:4] == ["detected", "diagnosing", "draining", "migrating"]
+
+
+async def test_a_gpu_lost_reading_folds_into_the_xid_79_incident_of_its_gpu(isolation: Isolation) -> None:
+    app = _app(isolation)
+    async with running(app) as client:
+        await _send(isolation, topics.SCHEDULER, _placed("w1", "acme", gpu="g1", node="n1", placement="p1"))
+        await _placements_known(app, 1)
+        await _send(isolation, topics.TELEMETRY_FAULTS, _fault("f1", xid=79, gpu="g1", node="n1"))
+        lost = FaultSignaledV1(fault_id="f2", kind="lost", gpu_uuid="g1", node="n1", at=datetime.now(UTC))
+        await _send(isolation, topics.TELEMETRY_FAULTS, lost)
+
+        async def folded() -> list[dict[str, Any]] | None:
+            listed = (await client.get("/v1/incidents?node=n1", headers=ADMIN_HEADERS)).json()
+            return listed if listed and listed[0]["count"] == 2 else None
+
+        listed = await eventually(folded, timeout=30, what="the lost reading folded")
+        assert [(i["fault_type"], i["gpu"]) for i in listed] == [("xid_79", "g1")]
