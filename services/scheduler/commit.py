@@ -105,6 +105,7 @@ async def _leave_old(
             reason="re-placed away from a failed GPU",
         ),
         tenant=row["tenant_id"],
+        time=now,
     )
     return str(old)
 
@@ -218,7 +219,10 @@ async def _place(
             row=_placement_row(p, w, pid=pid, now=now, gpus=gpus), slots=[g.key for g in p.grants]
         )
         await store.set_state(w.id, state="placed", placement_id=pid, priority=p.priority)
-        await uow.emit(_placed_event(p, w, pid=pid, gpus=gpus), tenant=w.tenant)
+        # A migration's events share one instant, the pass's: billing closes the old charge exactly
+        # where it opens the new one, so the move is neither billed twice nor left unbilled.
+        at = now if old is not None else None
+        await uow.emit(_placed_event(p, w, pid=pid, gpus=gpus), tenant=w.tenant, time=at)
         if old is not None:
             ended = WorkloadEndedV1(
                 workload_id=w.id,
@@ -227,7 +231,7 @@ async def _place(
                 outcome="migrated",
                 reason=f"moved to {pid}",
             )
-            await uow.emit(ended, tenant=w.tenant)
+            await uow.emit(ended, tenant=w.tenant, time=now)
         await uow.commit()
     except Exception:
         await ctx.quotas.release(tenant=w.tenant, placement_id=pid)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol
 
@@ -21,8 +22,11 @@ class UnitOfWork(Protocol):
         """The connection inside the transaction."""
         ...
 
-    async def emit(self, payload: Event, *, tenant: str | None = None) -> str:
-        """Record an outgoing event in the outbox; returns the event id."""
+    async def emit(self, payload: Event, *, tenant: str | None = None, time: datetime | None = None) -> str:
+        """Record an outgoing event in the outbox; returns the event id.
+
+        ``time`` is when the fact happened (default: now); events about one instant share it.
+        """
         ...
 
     async def commit(self) -> None:
@@ -72,10 +76,10 @@ class PostgresUnitOfWork:
                 await self._pool.release(self._conn)
             self._conn = self._tx = None
 
-    async def emit(self, payload: Event, *, tenant: str | None = None) -> str:
+    async def emit(self, payload: Event, *, tenant: str | None = None, time: datetime | None = None) -> str:
         traceparent = current_traceparent()
         envelope = envelop(
-            payload, source=f"/gpucloud/{self._source}", tenant=tenant, traceparent=traceparent
+            payload, source=f"/gpucloud/{self._source}", tenant=tenant, traceparent=traceparent, time=time
         )
         await self.conn.execute(
             _INSERT_OUTBOX, envelope.id, topic_of(payload), envelope.subject, encode(envelope), traceparent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -36,7 +37,7 @@ class FakeUnitOfWork:
         self._pending = []
         self._open = False
 
-    async def emit(self, payload: Event, *, tenant: str | None = None) -> str:
+    async def emit(self, payload: Event, *, tenant: str | None = None, time: datetime | None = None) -> str:
         if not self._open:
             raise RuntimeError("unit of work used outside `async with`")
         payload.subject()  # the real one needs an aggregate id; so does the fake
