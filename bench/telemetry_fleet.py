@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import httpx
@@ -49,22 +50,34 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def scrape(client: httpx.AsyncClient) -> tuple[float, list[tuple[float, float]]]:
-    """(samples ingested, cumulative latency buckets [(le, count)]) from the aggregator's /metrics."""
+Buckets = list[tuple[float, float]]
+STAGES = ("agent", "transit", "aggregator")  # telemetry_sample_stage_seconds, see the aggregator's docs
+
+
+async def scrape(client: httpx.AsyncClient) -> tuple[float, dict[str, Buckets]]:
+    """(samples ingested, cumulative latency buckets [(le, count)] of the end-to-end histogram under
+    "total" and of each stage under its name) from the aggregator's /metrics."""
     text = (await client.get("/metrics")).text
-    ingested, buckets = 0.0, []
+    ingested, buckets = 0.0, {}
     for family in text_string_to_metric_families(text):
         if family.name == "telemetry_samples_ingested":
             ingested = sum(s.value for s in family.samples if s.name.endswith("_total"))
         if family.name == "telemetry_sample_to_redis_seconds":
-            buckets = [(float(s.labels["le"]), s.value) for s in family.samples if s.name.endswith("_bucket")]
+            buckets["total"] = _buckets(family.samples)
+        if family.name == "telemetry_sample_stage_seconds":
+            for stage in STAGES:
+                buckets[stage] = _buckets([s for s in family.samples if s.labels.get("stage") == stage])
     return ingested, buckets
 
 
-def quantile(before: list[tuple[float, float]], after: list[tuple[float, float]], q: float) -> float:
+def _buckets(samples: list[Any]) -> Buckets:
+    return [(float(s.labels["le"]), s.value) for s in samples if s.name.endswith("_bucket")]
+
+
+def quantile(before: Buckets, after: Buckets, q: float) -> float:
     """A quantile of the observations between two scrapes, interpolated inside its bucket."""
     counts = [(le, a - b) for (le, a), (_, b) in zip(after, before, strict=True)]
-    total = counts[-1][1]
+    total = counts[-1][1] if counts else 0.0
     if total <= 0:
         return float("nan")
     rank, lower, prev = q * total, 0.0, 0.0
@@ -123,9 +136,14 @@ async def measure(
         cpu0 = {name: cpu_seconds(pid) for name, pid in pids.items()}
         started = time.monotonic()
         lags: list[int] = []
+        p99s: list[float] = []  # of each 5 s between scrapes: shows whether the tail is periodic
+        previous = buckets0["total"]
         while time.monotonic() - started < args.seconds:
             lags.append(await lag(bootstrap, group, topic))
             await asyncio.sleep(max(0.0, 5.0 - (time.monotonic() - started) % 5.0))
+            now = (await scrape(client))[1]["total"]
+            p99s.append(quantile(previous, now, 0.99))
+            previous = now
         elapsed = time.monotonic() - started
         ingested1, buckets1 = await scrape(client)
         cpu1 = {name: cpu_seconds(pid) for name, pid in pids.items()}
@@ -141,10 +159,16 @@ async def measure(
     # Stable: the backlog ends within one tick of batches of where it started and of its minimum.
     grows = lags[-1] > min(lags) + nodes or lags[-1] > lags[0] + nodes
     emit("consumer_lag_verdict", "growing" if grows else "stable", "verdict")
-    p50, p99 = quantile(buckets0, buckets1, 0.5), quantile(buckets0, buckets1, 0.99)
+    p50, p99 = (quantile(buckets0["total"], buckets1["total"], q) for q in (0.5, 0.99))
     emit("sample_to_redis_p50", round(p50, 3), "s")
     emit("sample_to_redis_p99", round(p99, 3), "s")
     emit("sample_to_redis_p99_vs_target", round(p99 / TARGET_P99_S, 3), "ratio")
+    emit("sample_to_redis_p99_series", ",".join(f"{p:.2f}" for p in p99s), "s, each 5 s")
+    for stage in STAGES:
+        if stage in buckets1:
+            for q in (0.5, 0.99):
+                value = quantile(buckets0[stage], buckets1[stage], q)
+                emit(f"stage_{stage}_p{int(q * 100)}", round(value, 3), "s")
     for name in pids:
         per_s = (cpu1[name] - cpu0[name]) / elapsed
         emit(f"cpu_{name}_per_1000_gpus", round(per_s / (gpus / 1000), 4), "cpu-s/s per 1000 GPUs")

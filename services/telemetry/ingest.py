@@ -23,6 +23,7 @@ from libs.common.runtime import BackgroundTask, ServiceRuntime
 from services.telemetry.observability import (
     FAULTS_DETECTED,
     INGEST_BATCH_SECONDS,
+    SAMPLE_STAGE_SECONDS,
     SAMPLE_TO_REDIS_SECONDS,
     SAMPLES_INGESTED,
 )
@@ -47,6 +48,7 @@ def ingest_loop(state: TelemetryState) -> BackgroundTask:
             group_id=s.group_id("samples"),
             topics=[s.topic(topics.TELEMETRY_SAMPLES)],
             client_id="telemetry.samples",
+            fetch_max_wait_ms=s.kafka_fetch_max_wait_ms,
         )
         await consumer.start()
         try:
@@ -63,11 +65,11 @@ def ingest_loop(state: TelemetryState) -> BackgroundTask:
 
 async def ingest_records(*, runtime: ServiceRuntime, state: TelemetryState, batches: Records) -> None:
     """Apply one poll: one Redis pipeline, rollup windows, and detected faults via the outbox."""
-    started = time.perf_counter()
+    started, polled = time.perf_counter(), time.time()
     entries: dict[str, bytes] = {}  # gpu -> latest JSON; a later batch of the poll overwrites an earlier
     members: dict[str, list[str]] = {}
     recent: list[tuple[str, bytes]] = []
-    sampled_at: list[float] = []
+    sampled_at: list[tuple[float, float | None]] = []  # (sampling instant, record create time)
     faults: list[FaultSignaledV1] = []
     observe, samples_seen = state.detector.observe, 0
     for records in batches.values():
@@ -84,19 +86,34 @@ async def ingest_records(*, runtime: ServiceRuntime, state: TelemetryState, batc
             for sample in samples:
                 if found := observe(node=node, at=when, sample=sample):
                     faults.extend(found)
-            sampled_at.append(at)
+            sampled_at.append((at, _created(record)))
             samples_seen += len(samples)
     if sampled_at:
         pipe = runtime.redis.pipeline(transaction=False)
         state.live(runtime).write_poll(pipe, entries=entries, members=members, recent=recent)
         await pipe.execute()
         SAMPLES_INGESTED.inc(samples_seen)
-    done = time.time()
-    for at in sampled_at:
-        SAMPLE_TO_REDIS_SECONDS.observe(max(0.0, done - at))
+    _observe_latency(sampled_at, polled=polled, done=time.time())
     if faults:
         await _signal(runtime, faults)
     INGEST_BATCH_SECONDS.observe(time.perf_counter() - started)
+
+
+def _created(record: ConsumerRecord[bytes, bytes]) -> float | None:
+    """The record's create time (epoch s) when the producer set it: when the agent batched it."""
+    return record.timestamp / 1000.0 if record.timestamp_type == 0 and record.timestamp > 0 else None
+
+
+def _observe_latency(sampled_at: list[tuple[float, float | None]], *, polled: float, done: float) -> None:
+    """Sampling instant to Redis per node batch, and the same split by stage (see observability)."""
+    total, stage = SAMPLE_TO_REDIS_SECONDS.observe, SAMPLE_STAGE_SECONDS.labels
+    agent, transit, aggregator = (stage(s).observe for s in ("agent", "transit", "aggregator"))
+    for at, created in sampled_at:
+        total(max(0.0, done - at))
+        aggregator(max(0.0, done - polled))
+        if created is not None:
+            agent(max(0.0, created - at))
+            transit(max(0.0, polled - created))
 
 
 def _decode(raw: bytes | None) -> WireBatch | None:
