@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +36,13 @@ from libs.common.events import topics as t
 from libs.common.events.agent import SimFaultRequestedV1, WorkloadProfileSetV1
 from services.telemetry.agent.gzip_level import use_gzip_level
 from services.telemetry.agent.placements import PlacementBook
-from services.telemetry.agent.reports import encoded_samples, lost_fault, node_discovered, xid_fault
+from services.telemetry.agent.reports import (
+    Allocation,
+    encoded_samples,
+    lost_fault,
+    node_discovered,
+    xid_fault,
+)
 from services.telemetry.agent.setup import AgentSetup
 from services.telemetry.metrics import GpuLost
 from services.telemetry.settings import TelemetrySettings
@@ -44,11 +50,22 @@ from services.telemetry.sim import FaultKind, UnknownGpu
 from services.telemetry.wire import SampleEncoder
 from services.telemetry.xid import XidCounter
 
-__all__ = ["NodeAgent", "utc_now"]
+__all__ = ["NodeAgent", "node_slices", "utc_now"]
 
 log = logging.getLogger(__name__)
 SOURCE = "/gpucloud/telemetry-agent"
 PUBLISH_EVERY_NODES = 125  # node batches per producer hand-off within a tick (1,000 GPUs of 8)
+#: Share of the sample interval over which a tick's node slices are spread. One agent per node (NVML)
+#: is one slice; a simulated fleet in one process would otherwise read and send every node at the
+#: tick, and each second's burst would queue behind itself in the producer, broker and aggregator.
+SPREAD_SHARE = 0.8
+
+
+def node_slices(hosts: Sequence[str], *, per_slice: int, spread_s: float) -> list[tuple[float, list[str]]]:
+    """The hosts in fleet order, cut into slices of per_slice, each with its start offset in seconds:
+    evenly spaced over [0, spread_s) (all 0 when spread_s is 0). Every host is in exactly one slice."""
+    parts = [list(hosts[i : i + per_slice]) for i in range(0, len(hosts), per_slice)]
+    return [(n * spread_s / len(parts), part) for n, part in enumerate(parts)]
 
 
 def utc_now() -> datetime:
@@ -185,7 +202,7 @@ class NodeAgent:
         next_at = time.monotonic()
         while not stop.is_set():
             started = time.monotonic()
-            await self.tick()
+            await self.tick(spread_s=interval * SPREAD_SHARE)
             self.ticks += 1
             next_at += interval
             if started + interval < time.monotonic():
@@ -195,15 +212,34 @@ class NodeAgent:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=max(0.0, next_at - time.monotonic()))
 
-    async def tick(self) -> None:
-        """Advance workloads, read every node once and publish what was seen."""
-        now = self._clock()
-        for report in self._book.reports(now=now):
+    async def tick(self, *, spread_s: float = 0.0) -> None:
+        """Advance workloads, read every node once and publish what was seen.
+
+        The nodes are read and handed to the producer in slices of PUBLISH_EVERY_NODES, each batch
+        stamped when its slice is read; with spread_s the slices start evenly over that many seconds
+        instead of back to back (see node_slices).
+        """
+        started = time.monotonic()
+        for report in self._book.reports(now=self._clock()):
             self._send(report)
         allocations = self._book.allocations()
-        stamp = now.isoformat()
+        topic = self._s.topic(t.TELEMETRY_SAMPLES)
+        hosts = list(self._setup.probes)
+        for offset, part in node_slices(hosts, per_slice=PUBLISH_EVERY_NODES, spread_s=spread_s):
+            delay = started + offset - time.monotonic()
+            # Yield between slices even when behind: commands and acks are handled meanwhile.
+            await asyncio.sleep(max(0.0, delay))
+            await self._publish(topic, await self._read(part, allocations=allocations))
+        await self._flush()
+
+    async def _read(
+        self, hosts: list[str], *, allocations: dict[str, Allocation]
+    ) -> list[tuple[bytes, bytes]]:
+        """One (key, SampleBatchV1) per node, all stamped now; XIDs and lost GPUs are sent as faults."""
+        stamp = self._clock().isoformat()
         batches: list[tuple[bytes, bytes]] = []
-        for host, probe in self._setup.probes.items():
+        for host in hosts:
+            probe = self._setup.probes[host]
             # A probe that offers sample_values (the simulator) skips building a model per GPU.
             fast = getattr(probe, "sample_values", None)
             readings: list[Any] = await (fast() if fast is not None else probe.sample())
@@ -223,14 +259,7 @@ class NodeAgent:
                 xid_totals=self._xid_totals,
             )
             batches.append((host.encode(), self._encoder.batch(node=host, stamp=stamp, samples=samples)))
-            if len(batches) >= PUBLISH_EVERY_NODES:
-                # Hand the first nodes to the producer while later ones are read: a sample's latency
-                # should not include reading the whole fleet.
-                await self._publish(self._s.topic(t.TELEMETRY_SAMPLES), batches)
-                batches = []
-                await asyncio.sleep(0)
-        await self._publish(self._s.topic(t.TELEMETRY_SAMPLES), batches)
-        await self._flush()
+        return batches
 
     async def _publish(self, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
         """Queue (key, value) messages, filling one producer batch per partition instead of a send()
