@@ -126,7 +126,11 @@ class Sim:
 
     def later(self, delay: float, coro: Any) -> None:
         async def run() -> None:
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError:
+                coro.close()  # cancelled at the end of the run before it started: not a lost await
+                raise
             await coro
 
         task = asyncio.create_task(run())
