@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
 
@@ -187,3 +188,62 @@ async def test_relay_killed_after_publishing_republishes_and_consumer_dedupes(is
             what="consumer to reach the end",
         )
     assert await applied(isolation, schema) == (200, 200)
+
+
+class _CommitsDuringBatch(OutboxRelay):
+    """A relay whose first batch sees another transaction commit an event while it publishes."""
+
+    def __init__(self, *, pool: Any, on_first_batch: Callable[[], Awaitable[None]], **kw: Any) -> None:
+        super().__init__(pool=pool, **kw)
+        self._on_first_batch: Callable[[], Awaitable[None]] | None = on_first_batch
+
+    async def _publish(self, rows: list[asyncpg.Record]) -> None:
+        hook, self._on_first_batch = self._on_first_batch, None
+        if hook is not None:
+            await hook()
+        await super()._publish(rows)
+
+
+async def test_an_event_committed_while_the_relay_publishes_is_not_left_for_the_fallback_poll(
+    isolation: Isolation,
+) -> None:
+    schema = isolation.schema("relay_wake")
+    await prepare_schema(isolation, schema)
+    await create_topics(isolation, topics.PLATFORM)
+    pool = await create_pool(dsn=isolation.infra.database_url, schema=schema, max_size=4)
+    producer = create_producer(bootstrap=isolation.infra.kafka, client_id="relay-wake")
+    await producer.start()
+
+    async def emit(tenant: str) -> None:
+        async with PostgresUnitOfWork(pool=pool, source="test") as uow:
+            await uow.emit(TenantCreatedV1(tenant_id=tenant, name="T"))
+            await uow.commit()  # NOTIFYs the relay
+
+    async def second_commit() -> None:
+        await emit("t-during")
+        await asyncio.sleep(0.3)  # its NOTIFY reaches the relay while this batch is still publishing
+
+    relay = _CommitsDuringBatch(
+        pool=pool,
+        on_first_batch=second_commit,
+        producer=producer,
+        service="test",
+        schema=schema,
+        topic_prefix=isolation.topic_prefix,
+        poll_interval_s=60.0,  # far beyond the wait below: only a kept wake-up can publish in time
+    )
+    stop = asyncio.Event()
+    running_relay = asyncio.create_task(relay.run(stop))
+    try:
+        async with TopicReader(
+            bootstrap=isolation.infra.kafka, topic=f"{isolation.topic_prefix}{topics.PLATFORM}"
+        ) as reader:
+            await asyncio.sleep(0.5)  # the relay is listening and idle
+            await emit("t-first")
+            events = await reader.wait_for(lambda ev: len(ev) >= 2, timeout=15, what="both events")
+            assert sorted(p.tenant_id for _, p in events) == ["t-during", "t-first"]  # type: ignore[attr-defined]
+    finally:
+        stop.set()
+        await running_relay
+        await producer.stop()
+        await pool.close()

@@ -68,6 +68,10 @@ class OutboxRelay:
                 if now >= housekeeping_at:
                     housekeeping_at = now + self._housekeeping_interval_s
                     await self._housekeeping()
+                # Cleared before the batch reads the outbox, so a NOTIFY for rows committed while the
+                # batch runs is kept and the next wait returns at once (clearing after the batch lost
+                # those wake-ups and left such rows waiting for the fallback poll).
+                self._wake.clear()
                 try:
                     sent = await self.publish_batch()
                 except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
@@ -144,7 +148,6 @@ class OutboxRelay:
             self._wake.set()
 
     async def _idle(self, stop: asyncio.Event) -> None:
-        self._wake.clear()
         waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
         try:
             await asyncio.wait(waiters, timeout=self._poll_interval_s, return_when=asyncio.FIRST_COMPLETED)
