@@ -18,6 +18,7 @@ __all__ = [
     "balances",
     "ledger_rows",
     "post_charge",
+    "post_charges",
     "receivable_account",
     "receivable_totals",
     "revenue_account",
@@ -98,6 +99,33 @@ def validate_entry(entry: JournalEntry) -> None:
 
 def post_charge(charge: ChargeLine) -> JournalEntry:
     """Debit the tenant project, credit revenue for the charge's pricing class; keyed by the charge key."""
+    return _charge_entry(charge, _charge_postings(charge))
+
+
+def post_charges(charges: Iterable[ChargeLine]) -> list[JournalEntry]:
+    """post_charge of each line; lines with equal accounts and amount share one (immutable) posting pair."""
+    pairs: dict[tuple[str, str, PricingClass, int], tuple[Posting, ...]] = {}
+    entries: list[JournalEntry] = []
+    for charge in charges:
+        key = (charge.tenant_id, charge.project, charge.pricing_class, charge.amount_micro)
+        postings = pairs.get(key)
+        if postings is None:
+            postings = pairs[key] = _charge_postings(charge)
+        entries.append(_charge_entry(charge, postings))
+    return entries
+
+
+def _charge_postings(charge: ChargeLine) -> tuple[Posting, ...]:
+    return (
+        Posting(
+            account=receivable_account(tenant_id=charge.tenant_id, project=charge.project),
+            debit_micro=charge.amount_micro,
+        ),
+        Posting(account=revenue_account(charge.pricing_class), credit_micro=charge.amount_micro),
+    )
+
+
+def _charge_entry(charge: ChargeLine, postings: tuple[Posting, ...]) -> JournalEntry:
     return JournalEntry(
         entry_id=f"charge:{charge.key}",
         source_event_id=charge.key,
@@ -105,13 +133,7 @@ def post_charge(charge: ChargeLine) -> JournalEntry:
         description=f"{charge.resource.label()} {charge.pricing_class.value} {charge.quantity_hours} h",
         tenant_id=charge.tenant_id,
         project=charge.project,
-        postings=(
-            Posting(
-                account=receivable_account(tenant_id=charge.tenant_id, project=charge.project),
-                debit_micro=charge.amount_micro,
-            ),
-            Posting(account=revenue_account(charge.pricing_class), credit_micro=charge.amount_micro),
-        ),
+        postings=postings,
     )
 
 

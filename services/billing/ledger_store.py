@@ -1,12 +1,13 @@
 """Postgres access for the journal, its postings and budget state (never commits).
 
-Entries and postings are inserted in bulk (one statement each per call) so the database's balance
-trigger sees every entry's postings together; the unique source key makes a repeated charge a no-op.
+Entries and their postings are inserted in bulk, in one statement per call, so the database's
+balance trigger sees every entry's postings together; the unique source key makes a repeated charge
+a no-op (its postings are not inserted again).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -15,27 +16,51 @@ from typing import Any, TypeAlias
 import asyncpg
 
 from services.billing.budgets import Budget, BudgetState
-from services.billing.ledger import JournalEntry, Posting, post_charge, reverse
+from services.billing.ledger import JournalEntry, Posting, post_charge, post_charges, reverse
 from services.billing.rating import ChargeLine
 
-__all__ = ["BudgetStore", "EntryRecord", "LedgerStore", "record_for_charge", "record_for_reversal"]
+__all__ = [
+    "BudgetStore",
+    "EntryRecord",
+    "LedgerStore",
+    "record_for_charge",
+    "record_for_reversal",
+    "records_for_charges",
+]
 
 Conn: TypeAlias = "asyncpg.Connection[Any]"
 
-INSERT_ENTRIES = """
-INSERT INTO journal_entries (entry_id, source_event_id, at, tenant_id, project, description,
-    reverses_entry_id, allocation_id, workload_id, resource, pricing_class, period_start, period_end, basis,
-    quantity_hours, compute_unit_hours, price_id, micro_per_hour, amount_micro)
-SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
-    $7::text[],
-    $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[], $13::timestamptz[], $14::text[],
-    $15::numeric[], $16::numeric[], $17::text[], $18::bigint[], $19::bigint[])
-ON CONFLICT DO NOTHING RETURNING entry_id
-"""
-INSERT_POSTINGS = """
-INSERT INTO postings (entry_id, account, debit_micro, credit_micro, tenant_id, project, at)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[],
-    $7::timestamptz[])
+# One statement posts a batch: the entries not seen before, then the postings of exactly those
+# (joined by the entry's position in the batch, so a posting names its entry without repeating the
+# entry's tenant, project and time), so the balance trigger sees every entry's postings together.
+POST_ENTRIES = """
+WITH batch AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
+        $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[],
+        $13::timestamptz[], $14::text[], $15::numeric[], $16::numeric[], $17::text[], $18::bigint[],
+        $19::bigint[]) WITH ORDINALITY
+        AS b (entry_id, source_event_id, at, tenant_id, project, description, reverses_entry_id,
+              allocation_id, workload_id, resource, pricing_class, period_start, period_end, basis,
+              quantity_hours, compute_unit_hours, price_id, micro_per_hour, amount_micro, n)
+), fresh AS (
+    INSERT INTO journal_entries (entry_id, source_event_id, at, tenant_id, project, description,
+        reverses_entry_id, allocation_id, workload_id, resource, pricing_class, period_start, period_end,
+        basis, quantity_hours, compute_unit_hours, price_id, micro_per_hour, amount_micro)
+    SELECT entry_id, source_event_id, at, tenant_id, project, description, reverses_entry_id,
+        allocation_id, workload_id, resource, pricing_class, period_start, period_end, basis,
+        quantity_hours, compute_unit_hours, price_id, micro_per_hour, amount_micro
+    FROM batch
+    ON CONFLICT DO NOTHING RETURNING entry_id
+), posted AS (
+    INSERT INTO postings (entry_id, account, debit_micro, credit_micro, tenant_id, project, at)
+    SELECT b.entry_id, p.account, p.debit_micro, p.credit_micro, b.tenant_id, b.project, b.at
+    FROM unnest($20::bigint[], $21::text[], $22::bigint[], $23::bigint[])
+        WITH ORDINALITY AS p (n, account, debit_micro, credit_micro, k)
+    JOIN batch b USING (n)
+    WHERE b.entry_id IN (SELECT entry_id FROM fresh)
+    ORDER BY p.k
+)
+SELECT entry_id FROM fresh
 """
 # Live charges of an allocation ending after an instant: neither a reversal nor already reversed.
 LIVE_CHARGES_AFTER = """
@@ -78,8 +103,18 @@ class EntryRecord:
 
 def record_for_charge(line: ChargeLine) -> EntryRecord:
     """The entry posting one charge line."""
+    return _charge_record(line, post_charge(line))
+
+
+def records_for_charges(lines: Iterable[ChargeLine]) -> list[EntryRecord]:
+    """record_for_charge of each line (entries built by post_charges)."""
+    lines = list(lines)
+    return [_charge_record(line, entry) for line, entry in zip(lines, post_charges(lines), strict=True)]
+
+
+def _charge_record(line: ChargeLine, entry: JournalEntry) -> EntryRecord:
     return EntryRecord(
-        entry=post_charge(line),
+        entry=entry,
         allocation_id=line.allocation_id,
         workload_id=line.workload_id,
         resource=line.resource.label(),
@@ -122,13 +157,12 @@ class LedgerStore:
 
     async def post(self, records: Sequence[EntryRecord]) -> list[EntryRecord]:
         """Insert entries and their postings; returns those that were new (the rest were posted before)."""
-        if not records:
+        batch = _first_of_each_entry(records)
+        if not batch:
             return []
-        inserted = {r["entry_id"] for r in await self._conn.fetch(INSERT_ENTRIES, *_entry_columns(records))}
-        fresh = [r for r in records if r.entry.entry_id in inserted]
-        if fresh:
-            await self._conn.execute(INSERT_POSTINGS, *_posting_columns(fresh))
-        return fresh
+        rows = await self._conn.fetch(POST_ENTRIES, *_entry_columns(batch), *_posting_columns(batch))
+        inserted = {r["entry_id"] for r in rows}
+        return [r for r in batch if r.entry.entry_id in inserted]
 
     async def live_charges_after(self, allocation_id: str, at: datetime) -> list[EntryRecord]:
         """An allocation's unreversed charges for periods ending after `at`."""
@@ -176,6 +210,14 @@ class BudgetStore:
         )
 
 
+def _first_of_each_entry(records: Sequence[EntryRecord]) -> list[EntryRecord]:
+    """The records, each entry once (the first copy): a repeated entry must not post twice."""
+    first: dict[str, EntryRecord] = {}
+    for r in records:
+        first.setdefault(r.entry.entry_id, r)
+    return list(first.values())
+
+
 def _entry_columns(records: Sequence[EntryRecord]) -> list[list[Any]]:
     rows = [
         (
@@ -205,17 +247,18 @@ def _entry_columns(records: Sequence[EntryRecord]) -> list[list[Any]]:
 
 
 def _posting_columns(records: Sequence[EntryRecord]) -> list[list[Any]]:
-    columns: list[list[Any]] = [[] for _ in range(7)]
-    for r in records:
-        e = r.entry
-        for p in e.postings:
-            for column, value in zip(
-                columns,
-                (e.entry_id, p.account, p.debit_micro, p.credit_micro, e.tenant_id, e.project, e.at),
-                strict=True,
-            ):
-                column.append(value)
-    return columns
+    """Each posting as (1-based position of its entry in `records`, account, debit, credit)."""
+    entries: list[int] = []
+    accounts: list[str] = []
+    debits: list[int] = []
+    credits: list[int] = []
+    for n, r in enumerate(records, start=1):
+        for p in r.entry.postings:
+            entries.append(n)
+            accounts.append(p.account)
+            debits.append(p.debit_micro)
+            credits.append(p.credit_micro)
+    return [entries, accounts, debits, credits]
 
 
 def _record(r: asyncpg.Record, postings: tuple[Posting, ...]) -> EntryRecord:

@@ -19,8 +19,8 @@ from services.billing.ledger_store import (
     BudgetStore,
     EntryRecord,
     LedgerStore,
-    record_for_charge,
     record_for_reversal,
+    records_for_charges,
 )
 from services.billing.placements import Placement, allocations_for
 from services.billing.prices import PriceList
@@ -87,7 +87,7 @@ async def accrue(uow: UnitOfWork, *, now: datetime, config: MeteringConfig) -> i
             prices=prices,
             interval=config.interval,
         )
-        records.extend(record_for_charge(line) for line in rating.lines)
+        records.extend(records_for_charges(rating.lines))
         await store.set_rated(row.allocation.allocation_id, rating.rated_until)
     await post(uow, records)
     return len(rows)
@@ -139,7 +139,7 @@ async def _final_records(
         lower = min((r.period_start for r in overrun), default=end)
     closed = close(allocation, at=end, reason=reason)
     rating = rate(allocation=closed, rated_until=lower, now=end, prices=prices, interval=config.interval)
-    records.extend(record_for_charge(line) for line in rating.lines)
+    records.extend(records_for_charges(rating.lines))
     await Store(uow.conn).close(closed, rated_until=end)
     return records
 

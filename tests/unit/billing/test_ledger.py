@@ -1,4 +1,4 @@
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -9,11 +9,12 @@ from services.billing.ledger import (
     balances,
     ledger_rows,
     post_charge,
+    post_charges,
     receivable_totals,
     reverse,
     unseen,
 )
-from services.billing.rating import ChargeLine, rate
+from services.billing.rating import ChargeLine, EndReason, close, rate
 from tests.unit.billing.factories import T0, allocation, flat_prices, minutes
 
 
@@ -41,6 +42,22 @@ def test_a_charge_debits_the_tenant_project_and_credits_revenue_for_its_class() 
         Posting(account="revenue:on_demand", credit_micro=60_000),
     )
     assert entry.source_event_id == _charges(1)[0].key
+
+
+def test_posting_many_charges_gives_the_entries_of_posting_each_alone() -> None:
+    lines = rate(
+        allocation=close(
+            allocation(started_at=T0 + timedelta(seconds=20)),
+            at=T0 + minutes(4.5),
+            reason=EndReason.COMPLETED,
+        ),
+        rated_until=None,
+        now=T0 + minutes(9),
+        prices=flat_prices(),
+    ).lines
+
+    assert post_charges(lines) == [post_charge(line) for line in lines]
+    assert len({entry.postings for entry in post_charges(lines)}) == 3  # 40 s, 60 s and 30 s lines
 
 
 def test_the_whole_ledger_balances_to_zero() -> None:
