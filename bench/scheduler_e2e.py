@@ -170,8 +170,7 @@ def start_service(env: BenchEnv, bootstrap: str, port: int) -> subprocess.Popen[
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_TOPIC_PREFIX": env.topic_prefix,
         "DATABASE_URL": env.database_url, "DB_SCHEMA": env.schema("scheduler"), "REDIS_URL": env.redis_url,
         "REDIS_PREFIX": f"bench{env.token}:", "SCHEDULER_HTTP_PORT": str(port), "LOG_LEVEL": "WARNING",
-        "LOG_JSON": "false", "OUTBOX_POLL_INTERVAL_S": "0.05", "SCHEDULER_PASS_INTERVAL_S": "0.5",
-        "DB_POOL_MAX": "20",
+        "LOG_JSON": "false", "DB_POOL_MAX": "20",
     }  # fmt: skip
     return subprocess.Popen([sys.executable, "-m", "services.scheduler"], env={**os.environ, **values})
 
