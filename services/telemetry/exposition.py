@@ -11,7 +11,7 @@ __all__ = ["CONTENT_TYPE", "render"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # GpuMetrics names where they differ from the GpuSample field names METRICS uses.
-_WIRE_FIELD = {"ecc_sbe_total": "ecc_sbe_count", "ecc_dbe_total": "ecc_dbe_count", "xid_total": "xid_count"}
+_WIRE_FIELD = {"ecc_sbe_total": "ecc_sbe_count", "ecc_dbe_total": "ecc_dbe_count"}
 _LABELS = (("gpu", "index"), ("uuid", "gpu"), ("node", "node"), ("model", "model"))
 
 
@@ -20,14 +20,32 @@ def render(samples: Iterable[Mapping[str, Any]]) -> str:
     rows = [(s, _labels(s)) for s in samples if not s.get("lost_reason")]
     lines: list[str] = []
     for spec in METRICS:
-        wire = _WIRE_FIELD.get(spec.field, spec.field)
-        values = [(labels, v) for s, labels in rows if (v := _value(s, wire)) is not None]
+        if spec.field == "xid_total":
+            values = _xid_values(rows)
+        else:
+            wire = _WIRE_FIELD.get(spec.field, spec.field)
+            values = [(labels, v) for s, labels in rows if (v := _value(s, wire)) is not None]
         if not values:
             continue
         lines.append(f"# HELP {spec.prometheus} {spec.help} ({spec.unit.value}).")
         lines.append(f"# TYPE {spec.prometheus} {spec.kind}")
         lines.extend(f"{spec.prometheus}{{{labels}}} {_number(v)}" for labels, v in values)
     return "\n".join(lines) + "\n"
+
+
+def _xid_values(rows: list[tuple[Mapping[str, Any], str]]) -> list[tuple[str, float]]:
+    """XID errors labelled by xid, as dcgm-exporter does: one series per code a GPU raised. A GPU that
+    raised none (or whose agent sends only the total) has one series without the label, so the
+    family still sums to the fleet's XIDs and a quiet GPU is exported at 0."""
+    values: list[tuple[str, float]] = []
+    for sample, labels in rows:
+        codes = sample.get("xid_counts")
+        if isinstance(codes, Mapping) and codes:
+            by_code = sorted((int(c), n) for c, n in codes.items() if str(c).isdigit())
+            values.extend((f'{labels},xid="{code}"', float(n)) for code, n in by_code)
+        elif (total := sample.get("xid_count")) is not None:
+            values.append((labels, float(total)))
+    return values
 
 
 def _value(sample: Mapping[str, Any], field: str) -> float | None:

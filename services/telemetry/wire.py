@@ -21,7 +21,8 @@ __all__ = ["METRIC_FIELDS", "SampleEncoder", "WireBatch", "decode_sample_batch",
 
 SAMPLE_BATCH_TYPE = SampleBatchV1.event_type()
 #: The metric fields of a GPU's sample in the order the agent writes them, after gpu, index, model,
-#: xid_count and (when allocated) workload_id, tenant_id. A values row is (gpu, index, *these).
+#: xid_count, xid_counts (when it raised any) and (when allocated) workload_id, tenant_id. A values
+#: row is (gpu, index, *these).
 METRIC_FIELDS: tuple[str, ...] = (
     "sm_util_pct",
     "mem_util_pct",
@@ -80,7 +81,13 @@ class SampleEncoder:
         self._nodes: dict[str, str] = {}
 
     def row(
-        self, row: tuple[Any, ...], *, model: str, xid_count: int, allocation: tuple[str, str] | None
+        self,
+        row: tuple[Any, ...],
+        *,
+        model: str,
+        xid_count: int,
+        allocation: tuple[str, str] | None,
+        xid_counts: dict[int, int] | None = None,
     ) -> str:
         """One sample from a values row, labelled as sample_dicts labels it."""
         key = (row[0], row[1], model)
@@ -89,15 +96,18 @@ class SampleEncoder:
             head = self._heads[key] = (
                 f'{{"gpu":{_dumps(row[0])},"index":{row[1]!r},"model":{_dumps(model)},"xid_count":'
             )
+        counts = repr(xid_count)
+        if xid_counts:  # rare: only GPUs that raised an XID
+            counts += f',"xid_counts":{_dumps(xid_counts)}'
         if allocation is None:
-            return head + repr(xid_count) + _METRICS_TEMPLATE % row[2:]
+            return head + counts + _METRICS_TEMPLATE % row[2:]
         labels = self._labels.get(allocation)
         if labels is None:
             workload, tenant = allocation
             labels = self._labels[allocation] = (
                 f',"workload_id":{_dumps(workload)},"tenant_id":{_dumps(tenant)}'
             )
-        return head + repr(xid_count) + labels + _METRICS_TEMPLATE % row[2:]
+        return head + counts + labels + _METRICS_TEMPLATE % row[2:]
 
     @staticmethod
     def sample(sample: dict[str, Any]) -> str:

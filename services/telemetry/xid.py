@@ -44,6 +44,11 @@ class XidCounter:
         """All-time counts by GPU uuid then XID code (a copy)."""
         return {gpu: dict(counts) for gpu, counts in self._totals.items()}
 
+    @property
+    def by_gpu(self) -> XidCounts:
+        """All-time counts by GPU uuid then XID code, live (no copy: the agent reads it every tick)."""
+        return self._totals
+
     def total(self, *, gpu_uuid: str, xid: int) -> int:
         """All-time count of one XID code on one GPU."""
         return self._totals.get(gpu_uuid, Counter())[xid]

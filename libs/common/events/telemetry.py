@@ -39,6 +39,9 @@ class GpuMetrics(BaseModel):
     ecc_sbe_count: int | None = Field(default=None, description="Volatile single-bit ECC errors.")
     ecc_dbe_count: int | None = Field(default=None, description="Volatile double-bit ECC errors.")
     xid_count: int | None = Field(default=None, description="XID errors seen (a counter).")
+    xid_counts: dict[int, int] | None = Field(
+        default=None, description="XID errors seen per XID code (counters); only GPUs that raised any."
+    )
     throttle_reasons: int | None = Field(default=None, description="NVML clock-throttle bitmask.")
     workload_id: str | None = Field(default=None, description="Workload allocated, if any.")
     tenant_id: str | None = Field(default=None, description="Tenant allocated, if any.")

@@ -257,6 +257,7 @@ class NodeAgent:
                 models=self._setup.models,
                 allocations=allocations,
                 xid_totals=self._xid_totals,
+                xid_codes=self._xids.by_gpu,
             )
             batches.append((host.encode(), self._encoder.batch(node=host, stamp=stamp, samples=samples)))
         return batches

@@ -12,7 +12,7 @@ from libs.common.events.telemetry import FaultSignaledV1, GpuMetrics, SampleBatc
 from services.telemetry.metrics import GpuLost, GpuReading, GpuSample, XidEvent
 from services.telemetry.probe import NodeDiscovery
 from services.telemetry.wire import SampleEncoder
-from services.telemetry.xid import XID_DESCRIPTIONS
+from services.telemetry.xid import XID_DESCRIPTIONS, XidCounts
 
 __all__ = [
     "Allocation",
@@ -21,6 +21,7 @@ __all__ = [
     "node_discovered",
     "sample_batch",
     "sample_dicts",
+    "xid_counts",
     "xid_fault",
 ]
 
@@ -35,6 +36,7 @@ def sample_dicts(
     models: Mapping[str, str],
     allocations: Mapping[str, Allocation],
     xid_totals: Mapping[str, int],
+    xid_codes: XidCounts | None = None,
 ) -> list[dict[str, Any]]:
     """GpuMetrics field dicts (None left out): one per GPU, lost ones flagged, one per MIG instance."""
     samples: list[dict[str, Any]] = []
@@ -42,6 +44,8 @@ def sample_dicts(
         gpu = reading.gpu_uuid
         common: dict[str, Any] = {"gpu": gpu, "index": reading.index, "model": models.get(gpu, "")}
         common["xid_count"] = xid_totals.get(gpu, 0)
+        if codes := xid_counts(xid_codes, gpu):
+            common["xid_counts"] = codes
         if gpu in allocations:
             common["workload_id"], common["tenant_id"] = allocations[gpu]
         if isinstance(reading, GpuLost):
@@ -59,6 +63,7 @@ def encoded_samples(
     models: Mapping[str, str],
     allocations: Mapping[str, Allocation],
     xid_totals: Mapping[str, int],
+    xid_codes: XidCounts | None = None,
 ) -> list[str]:
     """sample_dicts, JSON-encoded; values rows (a fast probe's GPUs that answer) go through a template."""
     out: list[str] = []
@@ -72,14 +77,25 @@ def encoded_samples(
                     model=models.get(gpu, ""),
                     xid_count=xid_totals.get(gpu, 0),
                     allocation=allocations.get(gpu),
+                    xid_counts=xid_counts(xid_codes, gpu),
                 )
             )
         else:
             dicts = sample_dicts(
-                readings=[reading], models=models, allocations=allocations, xid_totals=xid_totals
+                readings=[reading],
+                models=models,
+                allocations=allocations,
+                xid_totals=xid_totals,
+                xid_codes=xid_codes,
             )
             out.extend(encoder.sample(d) for d in dicts)
     return out
+
+
+def xid_counts(xid_codes: XidCounts | None, gpu: str) -> dict[int, int] | None:
+    """A GPU's XID totals by code, in code order (the sample's xid_counts), or None if it raised none."""
+    codes = xid_codes.get(gpu) if xid_codes else None
+    return dict(sorted(codes.items())) if codes else None
 
 
 def sample_batch(
@@ -90,9 +106,16 @@ def sample_batch(
     models: Mapping[str, str],
     allocations: Mapping[str, Allocation],
     xid_totals: Mapping[str, int],
+    xid_codes: XidCounts | None = None,
 ) -> SampleBatchV1:
     """The same tick as a validated SampleBatchV1 (the agent publishes the dicts through wire.py)."""
-    dicts = sample_dicts(readings=readings, models=models, allocations=allocations, xid_totals=xid_totals)
+    dicts = sample_dicts(
+        readings=readings,
+        models=models,
+        allocations=allocations,
+        xid_totals=xid_totals,
+        xid_codes=xid_codes,
+    )
     return SampleBatchV1(node=node, at=at, samples=[GpuMetrics.model_validate(d) for d in dicts])
 
 
@@ -127,6 +150,7 @@ def _mig_metrics(s: GpuSample, common: Mapping[str, Any]) -> list[dict[str, Any]
                 **common,
                 "gpu": m.mig_uuid,
                 "xid_count": None,
+                "xid_counts": None,
                 "parent_gpu": s.gpu_uuid,
                 "fb_used_bytes": m.fb_used_bytes,
                 "fb_total_bytes": m.fb_total_bytes,

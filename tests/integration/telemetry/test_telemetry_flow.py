@@ -189,3 +189,34 @@ async def test_placed_job_starts_is_labelled_for_its_tenant_only_and_exits(
         assert isinstance(exited, WorkloadExitedV1)
         assert (exited.placement_id, exited.node, exited.outcome) == ("pl-1", "tnode-b", "completed")
         assert time.monotonic() - started_at >= 8.0 - 1.0  # start-up delay plus the job's duration
+
+
+async def test_an_injected_xid_is_exported_under_its_code_and_the_gpus_other_series_go(
+    isolation: Isolation, tmp_path: Path
+) -> None:
+    async with telemetry_stack(isolation, tmp_path) as stack:
+        client = stack.client
+        gpu = gpu_uuid(hostname="tnode-a", index=2)
+
+        async def xid_series() -> dict[str | None, float] | None:
+            text = (await client.get("/metrics/gpus", headers=ADMIN_HEADERS)).text
+            families = {f.name: f for f in text_string_to_metric_families(text)}
+            family = families.get("DCGM_FI_DEV_XID_ERRORS")
+            series = (
+                {s.labels.get("xid"): s.value for s in family.samples if s.labels["uuid"] == gpu}
+                if family
+                else {}
+            )
+            return series or None
+
+        assert await eventually(xid_series, timeout=40, interval=0.2, what="the GPU exported") == {None: 0.0}
+        injected = await client.post(
+            "/v1/admin/sim/faults", headers=ADMIN_HEADERS, json={"gpu_uuid": gpu, "fault": "xid", "xid": 63}
+        )
+        assert injected.status_code == 202, injected.text
+
+        async def labelled() -> dict[str | None, float] | None:
+            series = await xid_series()
+            return series if series and None not in series else None
+
+        assert await eventually(labelled, timeout=20, interval=0.2, what="XID 63 exported") == {"63": 1.0}

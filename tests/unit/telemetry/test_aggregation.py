@@ -102,6 +102,20 @@ def test_exposition_parses_with_dcgm_names_and_allocation_labels_and_skips_lost_
     assert families["DCGM_FI_DEV_XID_ERRORS"].type == "counter"
 
 
+def test_xid_errors_are_exported_per_xid_code_and_a_gpu_without_any_keeps_one_unlabelled_series() -> None:
+    text = render(
+        [
+            {**GPU, "node": "n", "xid_count": 3, "xid_counts": {"79": 2, "13": 1}},
+            {"gpu": "GPU-2", "index": 1, "node": "n", "xid_count": 0},
+            {"gpu": "GPU-3", "index": 2, "node": "n", "xid_count": 4},  # an agent that sends only the total
+        ]
+    )
+    [family] = [f for f in text_string_to_metric_families(text) if f.name == "DCGM_FI_DEV_XID_ERRORS"]
+    assert family.type == "counter"
+    series = {(s.labels["uuid"], s.labels.get("xid")): s.value for s in family.samples}
+    assert series == {("GPU-1", "13"): 1.0, ("GPU-1", "79"): 2.0, ("GPU-2", None): 0.0, ("GPU-3", None): 4.0}
+
+
 def test_fast_sample_wire_format_decodes_as_the_same_sample_batch_event() -> None:
     readings = [
         GpuSample(gpu_uuid="GPU-1", node="n", index=0, timestamp=T0, sm_util_pct=50.0, ecc_sbe_total=3),
@@ -109,6 +123,7 @@ def test_fast_sample_wire_format_decodes_as_the_same_sample_batch_event() -> Non
     ]
     kwargs = {"models": {"GPU-1": "H100"}, "allocations": {"GPU-1": ("w", "acme")}}
     kwargs["xid_totals"] = {"GPU-2": 1}
+    kwargs["xid_codes"] = {"GPU-2": {79: 1}}
     raw = encode_sample_batch(node="n", at=T0, samples=sample_dicts(readings=readings, **kwargs), source="t")
     _, event = decode(raw, EVENT_TYPES)
     assert event == sample_batch(node="n", at=T0, readings=readings, **kwargs)
@@ -116,6 +131,7 @@ def test_fast_sample_wire_format_decodes_as_the_same_sample_batch_event() -> Non
     assert event.samples[0].ecc_sbe_count == 3
     assert event.samples[0].tenant_id == "acme"
     assert event.samples[1].lost_reason == "fell off the bus"
+    assert (event.samples[0].xid_counts, event.samples[1].xid_counts) == (None, {79: 1})
     wire = decode_sample_batch(raw)
     assert wire is not None
     assert (wire.node, wire.at, [s["gpu"] for s in wire.samples]) == ("n", T0, ["GPU-1", "GPU-2"])

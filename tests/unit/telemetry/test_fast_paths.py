@@ -70,7 +70,8 @@ def test_value_rows_and_the_template_encode_what_the_readings_and_json_encode() 
     gpus = [g.uuid for h in plain.hostnames for g in plain.discovery(hostname=h).gpus]
     models = dict.fromkeys(gpus[:4], "H100") | {gpus[4]: 'L4 "PCIe"', gpus[5]: "L4"}  # one to escape
     allocations = {gpus[0]: ("w0", "acme"), gpus[4]: ("w4", "tenant-é")}
-    xid_totals = {gpus[6]: 2, gpus[1]: 1}
+    xid_totals = {gpus[6]: 2, gpus[1]: 3}
+    xid_codes = {gpus[6]: {79: 2}, gpus[1]: {79: 1, 13: 2}}  # a lost GPU and one read as a values row
     encoder = SampleEncoder(source="/t")
     kinds: set[str] = set()
     for second in range(1, 181):
@@ -81,6 +82,7 @@ def test_value_rows_and_the_template_encode_what_the_readings_and_json_encode() 
             rows = fast.sample_node_values(hostname=host, now=at(second))
             kinds |= {type(r).__name__ for r in rows}
             context: dict[str, Any] = {"models": models, "allocations": allocations, "xid_totals": xid_totals}
+            context["xid_codes"] = xid_codes
             expected = [json.dumps(d, **COMPACT) for d in sample_dicts(readings=readings, **context)]  # type: ignore[arg-type]
             assert encoded_samples(encoder=encoder, readings=rows, **context) == expected
     assert kinds == {"tuple", "GpuLost"}  # both kinds of reading were exercised
