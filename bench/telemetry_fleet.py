@@ -120,7 +120,11 @@ async def measure(
     bootstrap = env["KAFKA_BOOTSTRAP_SERVERS"]
     prefix = env["KAFKA_TOPIC_PREFIX"]
     group, topic = f"{prefix}telemetry.samples", f"{prefix}{topics.TELEMETRY_SAMPLES}"
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+    # No keep-alive: scrapes 5 s apart would race uvicorn closing the idle connection after its 5 s.
+    no_keepalive = httpx.Limits(max_keepalive_connections=0)
+    async with httpx.AsyncClient(
+        base_url=f"http://127.0.0.1:{port}", timeout=10, limits=no_keepalive
+    ) as client:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
