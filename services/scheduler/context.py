@@ -31,6 +31,8 @@ class SchedulerContext:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     is_leader: bool = False
     passes: int = 0
+    #: Workloads the last pass left waiting (a quota given back since may let them in).
+    left_waiting: int = 0
     placer_pool: asyncpg.Pool[Any] | None = None
     submit_pool: asyncpg.Pool[Any] | None = None
     _quotas: QuotaStore | None = None

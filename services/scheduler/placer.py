@@ -17,6 +17,7 @@ from typing import Any
 
 import asyncpg
 from prometheus_client import Counter, Gauge, Histogram
+from redis.exceptions import RedisError
 
 from libs.common.db.pool import create_pool
 from libs.common.runtime import ServiceRuntime
@@ -59,12 +60,15 @@ async def rebuild_quotas(ctx: SchedulerContext) -> None:
     )
 
 
-async def _release_ended(ctx: SchedulerContext, store: Store) -> None:
+async def _release_ended(ctx: SchedulerContext) -> int:
     """Give back the quota of placements that ended since (idempotent per placement in Redis)."""
-    rows = await store.unreleased()
-    if rows:
-        await ctx.quotas.release_many([(r["tenant_id"], r["placement_id"]) for r in rows])
-        await store.mark_released([r["placement_id"] for r in rows])
+    async with ctx.pool_for_placer.acquire() as conn:
+        store = Store(conn)
+        rows = await store.unreleased()
+        if rows:
+            await ctx.quotas.release_many([(r["tenant_id"], r["placement_id"]) for r in rows])
+            await store.mark_released([r["placement_id"] for r in rows])
+    return len(rows)
 
 
 def _changed(row: Mapping[str, Any], q: QueuePosition) -> bool:
@@ -77,19 +81,20 @@ def _changed(row: Mapping[str, Any], q: QueuePosition) -> bool:
 
 
 async def run_pass(ctx: SchedulerContext, *, now: datetime, cache: PassCache | None = None) -> int:
-    """One schedule pass: releases, expired preemptions, then every decision committed; returns placements.
+    """One schedule pass: expired preemptions, then every decision committed; returns placements.
 
     Reads go over one connection; the placements of the pass commit together (``commit_placements``).
+    Giving back the quota of ended placements is not part of it (see ``Placer._release_soon``).
     """
     if not await ctx.quotas.intact():
         await rebuild_quotas(ctx)
     async with ctx.pool_for_placer.acquire() as conn:
         store = Store(conn)
-        await _release_ended(ctx, store)
         expired = await store.expired_preemptions(now=now)
         for pid in expired:
             await expire_preemption(ctx, pid, now=now)
         inputs = await load_pass(conn, ctx, now=now, cache=cache)
+    ctx.left_waiting = len(inputs.queue)
     if not inputs.queue:
         return 0
     decisions = schedule(
@@ -107,6 +112,7 @@ async def run_pass(ctx: SchedulerContext, *, now: datetime, cache: PassCache | N
         if q.workload_id not in rows or _changed(rows[q.workload_id], q)
     ]
     await Store(ctx.pool_for_placer).record_waiting(waiting)
+    ctx.left_waiting = len(decisions.waiting)
     PLACED.inc(placed)
     return placed
 
@@ -118,6 +124,7 @@ class Placer:
         self._ctx = ctx
         self._lock_key = f"gpucloud.scheduler.placer.{ctx.settings.pg_schema}"
         self._cache = PassCache()
+        self._releasing: asyncio.Task[None] | None = None
 
     async def __call__(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         conn: asyncpg.Connection[Any] = await asyncpg.connect(self._ctx.settings.database_url)
@@ -164,6 +171,9 @@ class Placer:
         finally:
             ctx.is_leader = False
             IS_LEADER.set(0)
+            if self._releasing is not None:
+                await asyncio.gather(self._releasing, return_exceptions=True)
+                self._releasing = None
             pool, ctx.placer_pool = ctx.placer_pool, None
             if pool is not None:
                 await pool.close()
@@ -179,6 +189,28 @@ class Placer:
                 await rebuild_quotas(self._ctx)
         self._ctx.passes += 1
         PASSES.inc()
+        self._release_soon()
+
+    def _release_soon(self) -> None:
+        """Give back the quota of placements that ended, beside the next pass rather than inside this one.
+
+        Off the path from a submission to its placement: until it runs, Redis still counts an ended
+        placement against its tenant, which can only refuse a reservation, never allow one too many
+        (reserve and release are atomic scripts, idempotent per placement). When it gave anything back
+        while the last pass left work waiting, the placer is woken, so that work is placed at once.
+        """
+        if self._releasing is not None and not self._releasing.done():
+            return
+        self._releasing = asyncio.create_task(self._release())
+
+    async def _release(self) -> None:
+        try:
+            if await _release_ended(self._ctx) and self._ctx.left_waiting:
+                self._ctx.wake.set()
+        except RebuildNeeded:
+            self._ctx.wake.set()  # the next pass rebuilds quota state from Postgres
+        except (OSError, asyncpg.PostgresError, RedisError) as exc:
+            log.warning("releasing ended placements' quota failed, retried after the next pass: %s", exc)
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:
