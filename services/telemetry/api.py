@@ -21,6 +21,7 @@ from services.telemetry.views import (
     WorkloadHints,
     context,
     latest,
+    taken_for,
     visible_latest,
 )
 
@@ -44,7 +45,8 @@ async def list_latest(
 @router.get("/v1/gpus/{uuid}/latest", summary="Latest sample of one GPU")
 async def gpu_latest(uuid: str, request: Request, caller: Caller) -> LatestSample:
     _, state, live = context(request)
-    found = await live.some([uuid]) if state.view.visible(uuid, tenant=tenant_filter(caller)) else []
+    tenant = tenant_filter(caller)
+    found = taken_for(await live.some([uuid]), tenant) if state.view.visible(uuid, tenant=tenant) else []
     if not found:
         raise NotFound(f"no samples of GPU {uuid!r} visible to this key", field="uuid")
     return latest(found[0])
@@ -58,7 +60,7 @@ async def node_latest(node: str, request: Request, caller: Caller) -> list[Lates
         raise NotFound(f"node {node!r} has not reported", field="node")
     tenant = tenant_filter(caller)
     rows = await live.some(sorted(g for g in gpus if state.view.visible(g, tenant=tenant)))
-    return sorted((latest(r) for r in rows), key=_order)
+    return sorted((latest(r) for r in taken_for(rows, tenant)), key=_order)
 
 
 @router.get("/v1/gpus/{uuid}/history", summary="One GPU's rollups over a time range")

@@ -15,7 +15,15 @@ from services.telemetry.hints import Hint
 from services.telemetry.live import LiveState
 from services.telemetry.state import TelemetryState
 
-__all__ = ["GpuHints", "HistoryWindow", "LatestSample", "WorkloadHints", "context", "visible_latest"]
+__all__ = [
+    "GpuHints",
+    "HistoryWindow",
+    "LatestSample",
+    "WorkloadHints",
+    "context",
+    "taken_for",
+    "visible_latest",
+]
 
 
 class LatestSample(GpuMetrics):
@@ -67,6 +75,15 @@ def latest(raw: dict[str, Any]) -> LatestSample:
     return sample.model_copy(update={"fb_used_percent": sample.fb_used_pct})
 
 
+def taken_for(rows: list[dict[str, Any]], tenant: str | None) -> list[dict[str, Any]]:
+    """The samples taken while their GPU served ``tenant`` (None: all).
+
+    A GPU just allocated to a tenant still shows, for up to a sample interval, the latest sample of
+    whoever held it before (or of nobody): that sample is not the tenant's to see.
+    """
+    return rows if tenant is None else [r for r in rows if r.get("tenant_id") == tenant]
+
+
 async def visible_latest(
     request: Request, caller: Principal, *, requested_tenant: str | None = None
 ) -> list[dict[str, Any]]:
@@ -75,4 +92,4 @@ async def visible_latest(
     tenant = tenant_filter(caller, requested_tenant)
     if tenant is None:
         return await live.all()
-    return await live.some(sorted(state.view.by_tenant.get(tenant, set())))
+    return taken_for(await live.some(sorted(state.view.by_tenant.get(tenant, set()))), tenant)
