@@ -300,11 +300,14 @@ def test_the_written_out_step_follows_the_physics(sm: float, cooling: float, cap
 def test_the_agents_gzip_level_still_writes_gzip_batches_every_reader_decodes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from aiokafka.codec import gzip_encode as aiokafka_gzip_encode
     from aiokafka.record import default_records
     from aiokafka.record._crecords import default_records as c_records
 
-    for module in (default_records, c_records):  # restored after the test
-        monkeypatch.setattr(module, "gzip_encode", module.gzip_encode)
+    # Start from aiokafka's own level-9 encoder whatever ran before in this process (an in-process
+    # agent in another test sets the agent's level for the whole process); restored after the test.
+    for module in (default_records, c_records):
+        monkeypatch.setattr(module, "gzip_encode", aiokafka_gzip_encode)
 
     def build() -> bytes:
         builder = default_records.DefaultRecordBatchBuilder(
