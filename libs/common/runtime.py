@@ -42,6 +42,17 @@ __all__ = ["BackgroundTask", "ConsumerSpec", "ServiceRuntime"]
 
 log = logging.getLogger(__name__)
 
+
+async def _bounded(closing: Awaitable[None], timeout_s: float, what: str) -> bool:
+    """Await a close for at most ``timeout_s``; False (and a warning) when it did not finish."""
+    try:
+        await asyncio.wait_for(closing, timeout=timeout_s)
+    except TimeoutError:
+        log.warning("%s did not close within %.0fs; abandoned", what, timeout_s)
+        return False
+    return True
+
+
 BackgroundTask = Callable[["ServiceRuntime", asyncio.Event], Awaitable[None]]
 
 
@@ -132,7 +143,12 @@ class ServiceRuntime:
             self._spawn(name, self._bind(task))
 
     async def stop(self, *, timeout_s: float = 10.0) -> None:
-        """Stop background work (consumers leave their groups), then close connections."""
+        """Stop background work (consumers leave their groups), then close connections.
+
+        Bounded whatever the dependencies do: background work gets ``timeout_s`` and is then cancelled, and
+        each connection gets ``timeout_s`` to close. A producer that cannot reach the broker is abandoned
+        with nothing lost: what the relay had not marked sent stays in the outbox for the next start.
+        """
         self._stop.set()
         if self._tasks:
             _, pending = await asyncio.wait(self._tasks, timeout=timeout_s)
@@ -141,11 +157,11 @@ class ServiceRuntime:
             await asyncio.gather(*pending, return_exceptions=True)
         self._tasks.clear()
         if self._producer is not None:
-            await self._producer.stop()
+            await _bounded(self._producer.stop(), timeout_s, "Kafka producer")
         if self._redis is not None:
-            await self._redis.aclose()
-        if self._pool is not None:
-            await self._pool.close()
+            await _bounded(self._redis.aclose(), timeout_s, "Redis client")
+        if self._pool is not None and not await _bounded(self._pool.close(), timeout_s, "Postgres pool"):
+            self._pool.terminate()
         self._producer = self._redis = self._pool = None
 
     async def readiness(self) -> dict[str, str]:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import signal
+import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, FastAPI, Response
@@ -35,7 +39,11 @@ def create_service_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await runtime.start()
+        try:
+            await _start_unless_terminated(runtime)
+        except BaseException:
+            await runtime.stop(timeout_s=2.0)  # whatever the start had opened
+            raise
         # Everything built at start-up (modules, schemas, routes, pools) lives as long as the process:
         # out of the collector's sight, full collections stay short and stop adding tail latency.
         gc.collect()
@@ -54,6 +62,35 @@ def create_service_app(
         app.include_router(router)
     FastAPIInstrumentor.instrument_app(app, excluded_urls="healthz,readyz,metrics")
     return app
+
+
+async def _start_unless_terminated(runtime: ServiceRuntime) -> None:
+    """``runtime.start()``, abandoned as soon as SIGTERM or SIGINT arrives.
+
+    Start-up waits for its dependencies (the broker for up to 30 s); the server only looks at a signal
+    once start-up is over, so an orchestrator stopping a service whose broker is down had to wait that
+    out or SIGKILL it. The server's own handlers still run (it then exits instead of serving).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        await runtime.start()
+        return
+    loop, starting = asyncio.get_running_loop(), asyncio.current_task()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def on_signal(sig: int, frame: FrameType | None) -> None:
+        if starting is not None:
+            loop.call_soon_threadsafe(starting.cancel)
+        handler = previous[signal.Signals(sig)]
+        if callable(handler):
+            handler(sig, frame)
+
+    for sig in previous:
+        signal.signal(sig, on_signal)
+    try:
+        await runtime.start()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _probes(runtime: ServiceRuntime) -> APIRouter:

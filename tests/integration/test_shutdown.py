@@ -1,0 +1,108 @@
+"""A service whose broker has gone away still stops promptly on SIGTERM, and loses no event doing so."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import asyncpg
+import httpx
+
+from libs.common.broker import EmbeddedBroker, free_port
+from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
+
+#: What an orchestrator waits between SIGTERM and SIGKILL by default (Kubernetes: 30 s).
+GRACE_S = 30.0
+
+
+#: Longest a starting service may take to act on SIGTERM (its broker wait alone lasts 30 s).
+STARTING_GRACE_S = 10.0
+
+
+def _start(iso: Isolation, bootstrap: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "KAFKA_TOPIC_PREFIX": iso.topic_prefix,
+        "DATABASE_URL": iso.infra.database_url,
+        "DB_SCHEMA": iso.schema("scheduler"),
+        "REDIS_URL": iso.infra.redis_url,
+        "REDIS_PREFIX": iso.redis_prefix,
+        "SCHEDULER_HTTP_PORT": str(port),
+        "LOG_JSON": "false",
+    }
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "services.scheduler"], env=env, stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+async def test_sigterm_with_the_broker_gone_stops_within_the_grace_and_keeps_unsent_events(
+    isolation: Isolation, tmp_path: Path
+) -> None:
+    port, log = free_port(), tmp_path / "scheduler.log"
+    with EmbeddedBroker(log_path=tmp_path / "broker.log") as broker:
+        service = _start(isolation, broker.bootstrap, port, log)
+        try:
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+
+                async def ready() -> bool:
+                    try:
+                        return (await client.get("/readyz")).status_code == 200
+                    except httpx.TransportError:
+                        return False
+
+                await eventually(ready, timeout=60, what="scheduler ready")
+                broker.stop()
+                # Events committed while the broker is away: the relay cannot publish them.
+                for i in range(3):
+                    body = {"tenant_id": f"late-{i}", "name": "L"}
+                    created = await client.post("/v1/admin/tenants", json=body, headers=ADMIN_HEADERS)
+                    assert created.status_code == 201, created.text
+            await asyncio.sleep(1.0)  # the relay and consumers are now retrying against a dead broker
+            service.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await asyncio.to_thread(service.wait, GRACE_S + 30)
+            took = time.monotonic() - started
+        finally:
+            if service.poll() is None:
+                service.kill()
+                service.wait()
+    assert took < GRACE_S, f"took {took:.1f}s to stop after SIGTERM:\n{log.read_text()[-3000:]}"
+    conn = await asyncpg.connect(isolation.infra.database_url)
+    try:
+        unsent = await conn.fetchval(
+            f'SELECT count(*) FROM "{isolation.schema("scheduler")}".outbox WHERE sent_at IS NULL'
+        )
+    finally:
+        await conn.close()
+    # Tenant created + key issued per tenant: every event is still in the outbox, for the next start.
+    assert unsent >= 6
+
+
+async def test_sigterm_while_start_up_waits_for_an_absent_broker_stops_the_service_at_once(
+    isolation: Isolation, tmp_path: Path
+) -> None:
+    log = tmp_path / "scheduler.log"
+    service = _start(isolation, f"127.0.0.1:{free_port()}", free_port(), log)  # nobody listens there
+    try:
+        await asyncio.sleep(3.0)  # well into start-up's wait for the broker
+        assert service.poll() is None, log.read_text()
+        service.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            await asyncio.to_thread(service.wait, 40)
+        took = time.monotonic() - started
+    finally:
+        if service.poll() is None:
+            service.kill()
+            service.wait()
+    assert took < STARTING_GRACE_S, f"took {took:.1f}s to stop after SIGTERM:\n{log.read_text()[-3000:]}"
+    assert service.returncode != 0  # it never served: start-up failed, and says so
