@@ -73,8 +73,7 @@ async def write_rollups(*, runtime: ServiceRuntime, windows: list[GpuWindow]) ->
         store = Store(uow.conn)
         for start in range(0, len(windows), UPSERT_CHUNK):
             await store.upsert_rollups(windows[start : start + UPSERT_CHUNK])
-        for (node, _), group in by_node.items():
-            await uow.emit(_node_rollup(node, group))
+        await uow.emit_many([_node_rollup(node, group) for (node, _), group in by_node.items()])
         await uow.commit()
     ROLLUPS_WRITTEN.inc(len(windows))
 

@@ -161,8 +161,14 @@ async def test_unit_of_work_contract_commit_keeps_events_and_rollback_drops_them
             await _emit_then_fail(new())
         async with new() as uow:
             await uow.emit(TenantCreatedV1(tenant_id="kept", name="x"))
+            many = [TenantCreatedV1(tenant_id=f"kept-{i}", name="x") for i in range(3)]
+            ids = await uow.emit_many(many)
+            assert len(set(ids)) == 3
+            assert await uow.emit_many([]) == []
             await uow.commit()
-        assert await committed() == ["kept"]
+        async with new() as uow:
+            await uow.emit_many([TenantCreatedV1(tenant_id="many-rolled-back", name="x")])
+        assert await committed() == ["kept", "kept-0", "kept-1", "kept-2"]
         with pytest.raises(RuntimeError):
             await new().emit(TenantCreatedV1(tenant_id="outside", name="x"))
     finally:

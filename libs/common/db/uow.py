@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol
@@ -29,6 +30,10 @@ class UnitOfWork(Protocol):
         """
         ...
 
+    async def emit_many(self, payloads: Sequence[Event], *, tenant: str | None = None) -> list[str]:
+        """Record several outgoing events, in order, as ``emit`` would one by one; returns their ids."""
+        ...
+
     async def commit(self) -> None:
         """Commit; without it the transaction rolls back on exit."""
         ...
@@ -41,6 +46,13 @@ class UnitOfWork(Protocol):
 
 
 _INSERT_OUTBOX = "INSERT INTO outbox (event_id, topic, key, payload, traceparent) VALUES ($1, $2, $3, $4, $5)"
+_INSERT_OUTBOX_MANY = """
+INSERT INTO outbox (event_id, topic, key, payload, traceparent)
+SELECT e, t, k, p, tp
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[])
+    WITH ORDINALITY AS r(e, t, k, p, tp, n)
+ORDER BY n
+"""
 
 
 class PostgresUnitOfWork:
@@ -86,6 +98,24 @@ class PostgresUnitOfWork:
         )
         self._emitted = True
         return envelope.id
+
+    async def emit_many(self, payloads: Sequence[Event], *, tenant: str | None = None) -> list[str]:
+        """One statement for all of them (one round trip instead of one per event)."""
+        if not payloads:
+            return []
+        traceparent = current_traceparent()
+        source = f"/gpucloud/{self._source}"
+        envelopes = [envelop(p, source=source, tenant=tenant, traceparent=traceparent) for p in payloads]
+        await self.conn.execute(
+            _INSERT_OUTBOX_MANY,
+            [e.id for e in envelopes],
+            [topic_of(p) for p in payloads],
+            [e.subject for e in envelopes],
+            [encode(e) for e in envelopes],
+            [traceparent] * len(envelopes),
+        )
+        self._emitted = True
+        return [e.id for e in envelopes]
 
     async def commit(self) -> None:
         if self._tx is None:

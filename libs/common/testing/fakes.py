@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -43,6 +44,9 @@ class FakeUnitOfWork:
         payload.subject()  # the real one needs an aggregate id; so does the fake
         self._pending.append((payload, tenant))
         return f"fake-{len(self.committed) + len(self._pending)}"
+
+    async def emit_many(self, payloads: Sequence[Event], *, tenant: str | None = None) -> list[str]:
+        return [await self.emit(p, tenant=tenant) for p in payloads]
 
     async def commit(self) -> None:
         if not self._open:
