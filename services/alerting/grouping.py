@@ -12,7 +12,16 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict
 from services.alerting.alerts import Alert, AlertStatus, fingerprint
 from services.alerting.routing import Route, RoutingTree, group_labels, route_alert
 
-__all__ = ["AlertGroup", "Groups", "Muter", "Notification", "due_notifications", "group_key", "ingest"]
+__all__ = [
+    "AlertGroup",
+    "Groups",
+    "Muter",
+    "Notification",
+    "due_notifications",
+    "group_key",
+    "ingest",
+    "route_id",
+]
 
 Muter = Callable[[Mapping[str, str]], bool]
 
@@ -55,10 +64,24 @@ class Notification(BaseModel):
 Groups = dict[str, AlertGroup]
 
 
-def group_key(route: Route, labels: Mapping[str, str]) -> str:
-    """Alertmanager's groupKey: `{route}:{group labels}`, sorted."""
+def route_id(tree: RoutingTree, route: Route) -> str:
+    """Alertmanager's route ID: the route's key, plus its index among sibling routes with the same key.
+
+    Two routes with the same matchers (say, one to the pager with ``continue`` and one to chat) would
+    otherwise share their groups, and only the first route's receiver would ever be notified. A key no
+    other route shares stays as it was, so existing groups (and PagerDuty dedup keys) keep their names.
+    """
+    twins = [r for r in tree.routes if r.key() == route.key()]
+    if len(twins) < 2 or route not in twins:
+        return route.key()
+    return f"{route.key()}/{twins.index(route)}"
+
+
+def group_key(route: Route, labels: Mapping[str, str], *, tree: RoutingTree | None = None) -> str:
+    """Alertmanager's groupKey: `{route ID}:{group labels}`, sorted."""
     body = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    return f"{route.key()}:{{{body}}}"
+    rid = route.key() if tree is None else route_id(tree, route)
+    return f"{rid}:{{{body}}}"
 
 
 def ingest(groups: Mapping[str, AlertGroup], *, alert: Alert, tree: RoutingTree, now: datetime) -> Groups:
@@ -66,7 +89,7 @@ def ingest(groups: Mapping[str, AlertGroup], *, alert: Alert, tree: RoutingTree,
     updated = dict(groups)
     for route in route_alert(tree, alert.labels):
         labels = group_labels(route, alert.labels)
-        key = group_key(route, labels)
+        key = group_key(route, labels, tree=tree)
         group = updated.get(key)
         if group is None:
             if alert.status is AlertStatus.RESOLVED:

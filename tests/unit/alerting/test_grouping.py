@@ -116,6 +116,21 @@ def test_group_key_follows_alertmanagers_format() -> None:
     assert key == '{}/{severity="critical"}:{alertname="X", node="a"}'
 
 
+def test_two_routes_with_the_same_matchers_each_notify_their_own_receiver() -> None:
+    critical = (Matcher(name="severity", value="critical"),)
+    pager = Route(receiver="pager", matchers=critical, continue_matching=True, group_wait=timedelta(0))
+    chat = Route(receiver="chat", matchers=critical, group_wait=timedelta(0))
+    routing = RoutingTree(default=Route(receiver="default"), routes=(pager, chat))
+    groups = ingest({}, alert=alert(), tree=routing, now=at(0))
+    _, sent = due_notifications(groups, now=at(0))
+    assert sorted(n.receiver for n in sent) == ["chat", "pager"]
+    assert len({n.group_key for n in sent}) == 2
+    # A route whose key no sibling shares keeps Alertmanager's plain key (groups keep their names).
+    alone = RoutingTree(default=Route(receiver="default"), routes=(pager,))
+    only_key = next(iter(ingest({}, alert=alert(), tree=alone, now=at(0))))
+    assert only_key.startswith('{}/{severity="critical"}:')
+
+
 def test_groups_survive_a_json_round_trip() -> None:
     groups, _ = flush(ingest({}, alert=alert(), tree=TREE, now=at(0)), 30)
     group = next(iter(groups.values()))
