@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,6 +36,8 @@ from services.recovery.slo import time_to_detect, time_to_recover
 from services.recovery.store import IncidentStore, Placement, PlacementStore
 
 __all__ = ["Effects", "apply"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +150,14 @@ async def _events_for(
         case RestartWorkload(workload_id=w):
             return _migration(iid, placements.get(w), w, incident.gpu, reason="restart after workload fault")
         case ReturnGpuToService(gpu=gpu):
+            others = await IncidentStore(uow.conn).others_holding_gpu(
+                gpu, other_than=iid, since=incident.detected_at
+            )
+            if others:
+                # Another fault of this GPU is still handled, or escalated to a person meanwhile: the
+                # last incident to recover returns it, and an escalation keeps it out.
+                log.info("incident %s leaves GPU %s out of service: incidents %s hold it", iid, gpu, others)
+                return []
             return [(ReturnToServiceRequestedV1(incident_id=iid, gpu_uuid=gpu, node=incident.node), None)]
         case ReturnNodeToService(node=node):
             gpus = await _node_gpus_to_return(uow, incident)

@@ -91,6 +91,11 @@ SELECT_HELD_GPUS_ON_NODE = """
 SELECT DISTINCT gpu_uuid FROM incidents
 WHERE node = $1 AND incident_id <> $2 AND gpu_uuid IS NOT NULL AND (closed_at IS NULL OR state = 'escalated')
 """
+SELECT_HOLDING_GPU = """
+SELECT incident_id FROM incidents
+WHERE gpu_uuid = $1 AND incident_id <> $2 AND (closed_at IS NULL OR (state = 'escalated' AND closed_at >= $3))
+ORDER BY incident_id
+"""
 SELECT_HEALTH = "SELECT gpu_uuid, health FROM gpu_health WHERE gpu_uuid = ANY ($1::text[])"
 SELECT_OUT_OF_SERVICE_ON_NODE = """
 SELECT gpu_uuid FROM gpu_health WHERE node = $1 AND health IN ('draining', 'failed') ORDER BY gpu_uuid
@@ -173,6 +178,12 @@ class IncidentStore:
         """GPUs of a node that other incidents keep out of service."""
         rows = await self._conn.fetch(SELECT_HELD_GPUS_ON_NODE, node, other_than)
         return {r["gpu_uuid"] for r in rows}
+
+    async def others_holding_gpu(self, gpu_uuid: str, *, other_than: str, since: datetime) -> list[str]:
+        """Ids of other incidents that keep this GPU out of service: still open, or escalated (a person
+        must act) at or after ``since``; an escalation older than that was followed by a return already."""
+        rows = await self._conn.fetch(SELECT_HOLDING_GPU, gpu_uuid, other_than, since)
+        return [r["incident_id"] for r in rows]
 
     async def migrating_for(self, workload_id: str) -> list[Incident]:
         """Incidents migrating this workload now (locked)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -268,3 +269,33 @@ async def test_a_gpu_lost_reading_folds_into_the_xid_79_incident_of_its_gpu(isol
 
         listed = await eventually(folded, timeout=30, what="the lost reading folded")
         assert [(i["fault_type"], i["gpu"]) for i in listed] == [("xid_79", "g1")]
+
+
+async def test_a_gpu_is_not_returned_to_service_while_another_incident_on_it_is_open(
+    isolation: Isolation,
+) -> None:
+    app = _app(isolation)
+    recovery_topic = isolation.topic_prefix + topics.RECOVERY
+    async with running(app), TopicReader(bootstrap=isolation.infra.kafka, topic=recovery_topic) as r:
+        await _send(isolation, topics.TELEMETRY_FAULTS, _fault("f1", xid=48, gpu="g1", node="n1"))
+        await r.wait_for(lambda evs: len(_of(evs, DrainRequestedV1)) == 1, timeout=30, what="first drain")
+        # A second, unrecoverable fault of the same GPU (ECC burst: it must go to failed), before the drain.
+        ecc = FaultSignaledV1(fault_id="f2", kind="ecc", gpu_uuid="g1", node="n1", at=datetime.now(UTC))
+        await _send(isolation, topics.TELEMETRY_FAULTS, ecc)
+        events = await r.wait_for(
+            lambda evs: len(_of(evs, DrainRequestedV1)) == 2, timeout=30, what="the second drain"
+        )
+        first = next(o.incident_id for o in _of(events, IncidentOpenedV1) if o.fault_type == "xid_48")
+        # The GPU drains: the ECC incident escalates (a person must replace or clear the GPU) and the
+        # XID 48 incident recovers. Its recovery must not hand the GPU back to the scheduler.
+        await _send(isolation, topics.INVENTORY, _health("g1", "n1", previous="healthy", health="draining"))
+        events = await r.wait_for(
+            lambda evs: len(_of(evs, IncidentClosedV1)) == 2, timeout=30, what="both incidents closed"
+        )
+        outcomes = {c.incident_id: c.outcome for c in _of(events, IncidentClosedV1)}
+        assert outcomes.pop(first) == "recovered"
+        assert list(outcomes.values()) == ["escalated"]
+        await asyncio.sleep(2.0)  # ticks are 0.2 s: a return would have been published by now
+        for _ in range(5):
+            await r.poll()
+        assert _of(r.events, ReturnToServiceRequestedV1) == []
