@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -64,6 +65,24 @@ class Isolation:
         }
         values.update(overrides)
         return cls(**values)
+
+    def environ(
+        self, service: str, *, port: int, bootstrap: str | None = None, **extra: str
+    ) -> dict[str, str]:
+        """The environment of a service process (``python -m services.<service>``) on this test's slice:
+        what ``settings`` gives an in-process app, as variables, plus the HTTP port and ``extra``."""
+        return {
+            **os.environ,
+            "KAFKA_BOOTSTRAP_SERVERS": bootstrap or self.infra.kafka,
+            "KAFKA_TOPIC_PREFIX": self.topic_prefix,
+            "DATABASE_URL": self.infra.database_url,
+            "DB_SCHEMA": self.schema(service),
+            "REDIS_URL": self.infra.redis_url,
+            "REDIS_PREFIX": self.redis_prefix,
+            f"{service.upper()}_HTTP_PORT": str(port),
+            "LOG_JSON": "false",
+            **extra,
+        }
 
     async def drop_schemas(self) -> None:
         conn = await asyncpg.connect(self.infra.database_url)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import subprocess
 import sys
@@ -26,17 +25,7 @@ STARTING_GRACE_S = 10.0
 
 
 def _start(iso: Isolation, bootstrap: str, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-        "KAFKA_TOPIC_PREFIX": iso.topic_prefix,
-        "DATABASE_URL": iso.infra.database_url,
-        "DB_SCHEMA": iso.schema("scheduler"),
-        "REDIS_URL": iso.infra.redis_url,
-        "REDIS_PREFIX": iso.redis_prefix,
-        "SCHEDULER_HTTP_PORT": str(port),
-        "LOG_JSON": "false",
-    }
+    env = iso.environ("scheduler", port=port, bootstrap=bootstrap)
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "services.scheduler"], env=env, stdout=out, stderr=subprocess.STDOUT

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -28,18 +27,7 @@ def _free_port() -> int:
 
 
 def _start(iso: Isolation, port: int) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": iso.infra.kafka,
-        "KAFKA_TOPIC_PREFIX": iso.topic_prefix,
-        "DATABASE_URL": iso.infra.database_url,
-        "DB_SCHEMA": iso.schema("billing"),
-        "REDIS_URL": iso.infra.redis_url,
-        "REDIS_PREFIX": iso.redis_prefix,
-        "BILLING_HTTP_PORT": str(port),
-        "BILLING_ACCRUAL_INTERVAL_S": "3600",
-        "LOG_LEVEL": "WARNING",
-    }
+    env = iso.environ("billing", port=port, BILLING_ACCRUAL_INTERVAL_S="3600", LOG_LEVEL="WARNING")
     return subprocess.Popen([sys.executable, "-m", "services.billing"], env=env)
 
 

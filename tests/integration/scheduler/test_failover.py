@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import subprocess
@@ -28,19 +27,7 @@ def _free_port() -> int:
 
 
 def _start(iso: Isolation, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "KAFKA_BOOTSTRAP_SERVERS": iso.infra.kafka,
-        "KAFKA_TOPIC_PREFIX": iso.topic_prefix,
-        "DATABASE_URL": iso.infra.database_url,
-        "DB_SCHEMA": iso.schema("scheduler"),
-        "REDIS_URL": iso.infra.redis_url,
-        "REDIS_PREFIX": iso.redis_prefix,
-        "SCHEDULER_HTTP_PORT": str(port),
-        "SCHEDULER_PASS_INTERVAL_S": "0.2",
-        "OUTBOX_POLL_INTERVAL_S": "0.2",
-        "LOG_JSON": "false",
-    }
+    env = iso.environ("scheduler", port=port, SCHEDULER_PASS_INTERVAL_S="0.2", OUTBOX_POLL_INTERVAL_S="0.2")
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "services.scheduler"], env=env, stdout=out, stderr=subprocess.STDOUT
