@@ -11,7 +11,7 @@ from typing import Any
 
 import asyncpg
 
-from libs.common.db.uow import UnitOfWork
+from libs.common.db.uow import UnitOfWork, outbox_row
 from libs.common.events.scheduler import (
     AllocationItem,
     WorkloadEndedV1,
@@ -24,7 +24,6 @@ from services.scheduler.cluster import GpuView, Grant, SlotKind
 from services.scheduler.context import SchedulerContext
 from services.scheduler.decisions import Placement
 from services.scheduler.model import Workload
-from services.scheduler.outbox import outbox_row
 from services.scheduler.preemption import PreemptionProposal
 from services.scheduler.state import demand_of_grants, grant_of
 from services.scheduler.store import Store

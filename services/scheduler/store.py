@@ -9,19 +9,14 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
-__all__ = ["WAKE_CHANNEL", "OutboxRow", "Store"]
+from libs.common.db.uow import OutboxRow, outbox_columns
+
+__all__ = ["WAKE_CHANNEL", "Store"]
 
 Conn: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any]"
-#: One outbox row as the unit of work writes it: event id, logical topic, key, payload, traceparent.
-OutboxRow: TypeAlias = tuple[str, str, str, bytes, "str | None"]
 #: NOTIFY channel that wakes the active placer (payload: the schema, so test schemas never cross).
 WAKE_CHANNEL = "gpucloud_scheduler_wake"
 
-INSERT_WORKLOAD = """
-INSERT INTO workloads (workload_id, tenant_id, kind, state, spec, urgency, preemptible, tags, submitted_at,
-    priority, traceparent)
-VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10)
-"""
 GET_WORKLOAD = "SELECT * FROM workloads WHERE workload_id = $1 AND ($2::text IS NULL OR tenant_id = $2)"
 LOCK_WORKLOAD = "SELECT * FROM workloads WHERE workload_id = $1 FOR UPDATE"
 LIST_WORKLOADS = """
@@ -216,22 +211,6 @@ class Store:
     def __init__(self, conn: Conn) -> None:
         self.conn = conn
 
-    async def insert_workload(self, *, row: dict[str, Any]) -> None:
-        """Record a new workload as queued."""
-        await self.conn.execute(
-            INSERT_WORKLOAD,
-            row["workload_id"],
-            row["tenant_id"],
-            row["kind"],
-            row["spec"],
-            row["urgency"],
-            row["preemptible"],
-            row["tags"],
-            row["submitted_at"],
-            row["priority"],
-            row.get("traceparent"),
-        )
-
     async def submit_context(self, *, tenant: str, project: str | None, month: str) -> asyncpg.Record:
         """Fair-share inputs, the tenant's quota, the project's budget stop and the queue length."""
         row = await self.conn.fetchrow(SUBMIT_CONTEXT, tenant, project, month)
@@ -240,7 +219,6 @@ class Store:
 
     async def submit(self, *, row: dict[str, Any], outbox: Sequence[OutboxRow]) -> asyncpg.Record:
         """Insert a queued workload with its outbox rows and wake placer and relay, as one statement."""
-        columns = list(zip(*outbox, strict=True)) if outbox else [(), (), (), (), ()]
         found = await self.conn.fetchrow(
             SUBMIT,
             row["workload_id"],
@@ -253,7 +231,7 @@ class Store:
             row["submitted_at"],
             row["priority"],
             row.get("traceparent"),
-            *(list(c) for c in columns),
+            *outbox_columns(outbox),
             WAKE_CHANNEL,
         )
         assert found is not None
@@ -292,7 +270,7 @@ class Store:
         args.append([_json(r["models"]) for r in rows])
         args += [[r[c] for r in rows] for c in ("priority", "preemptible", "ends_at", "placed_at")]
         args += [[s[i] for s in slots] for i in range(3)]
-        args += [[o[i] for o in outbox] for i in range(5)]
+        args += outbox_columns(outbox)
         return int(await self.conn.fetchval(PLACE_MANY, *args))
 
     async def workload(self, workload_id: str, *, tenant: str | None = None) -> asyncpg.Record | None:

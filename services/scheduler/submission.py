@@ -11,6 +11,7 @@ from typing import Any
 import asyncpg
 
 from libs.common.db.pool import init_connection
+from libs.common.db.uow import outbox_row
 from libs.common.events.scheduler import WorkloadQueuedV1, WorkloadSubmittedV1
 from libs.common.http.errors import ApiError, Conflict
 from libs.common.observability.tracing import current_traceparent
@@ -19,7 +20,6 @@ from services.scheduler.context import SchedulerContext
 from services.scheduler.creation import CreationSpec
 from services.scheduler.loader import book_from_row
 from services.scheduler.model import GpuRequest, UnitsRequest
-from services.scheduler.outbox import outbox_row
 from services.scheduler.quota import DIMENSIONS, QuotaLimits, QuotaUsage, check, to_milli
 from services.scheduler.quota_store import RebuildNeeded
 from services.scheduler.state import limits_of

@@ -5,14 +5,36 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeAlias
 
 import asyncpg
 
 from libs.common.events import Event, encode, envelop, topic_of
 from libs.common.observability.tracing import current_traceparent
 
-__all__ = ["PostgresUnitOfWork", "UnitOfWork"]
+__all__ = ["OutboxRow", "PostgresUnitOfWork", "UnitOfWork", "outbox_columns", "outbox_row"]
+
+#: One outbox row: event id, logical topic, key, payload (the encoded envelope), traceparent.
+OutboxRow: TypeAlias = tuple[str, str, str, bytes, "str | None"]
+
+
+def outbox_row(
+    payload: Event, *, source: str, tenant: str | None = None, time: datetime | None = None
+) -> OutboxRow:
+    """The outbox row of one outgoing event: a fresh envelope from ``source`` under the current trace.
+
+    What ``emit`` writes; services that write their outbox rows within a larger statement build them here.
+    """
+    traceparent = current_traceparent()
+    envelope = envelop(
+        payload, source=f"/gpucloud/{source}", tenant=tenant, traceparent=traceparent, time=time
+    )
+    return (envelope.id, topic_of(payload), envelope.subject, encode(envelope), traceparent)
+
+
+def outbox_columns(rows: Sequence[OutboxRow]) -> list[list[Any]]:
+    """The five columns of ``rows``, as the arrays an ``unnest`` insert into the outbox takes."""
+    return [[row[i] for row in rows] for i in range(5)]
 
 
 class UnitOfWork(Protocol):
@@ -89,33 +111,19 @@ class PostgresUnitOfWork:
             self._conn = self._tx = None
 
     async def emit(self, payload: Event, *, tenant: str | None = None, time: datetime | None = None) -> str:
-        traceparent = current_traceparent()
-        envelope = envelop(
-            payload, source=f"/gpucloud/{self._source}", tenant=tenant, traceparent=traceparent, time=time
-        )
-        await self.conn.execute(
-            _INSERT_OUTBOX, envelope.id, topic_of(payload), envelope.subject, encode(envelope), traceparent
-        )
+        row = outbox_row(payload, source=self._source, tenant=tenant, time=time)
+        await self.conn.execute(_INSERT_OUTBOX, *row)
         self._emitted = True
-        return envelope.id
+        return row[0]
 
     async def emit_many(self, payloads: Sequence[Event], *, tenant: str | None = None) -> list[str]:
         """One statement for all of them (one round trip instead of one per event)."""
         if not payloads:
             return []
-        traceparent = current_traceparent()
-        source = f"/gpucloud/{self._source}"
-        envelopes = [envelop(p, source=source, tenant=tenant, traceparent=traceparent) for p in payloads]
-        await self.conn.execute(
-            _INSERT_OUTBOX_MANY,
-            [e.id for e in envelopes],
-            [topic_of(p) for p in payloads],
-            [e.subject for e in envelopes],
-            [encode(e) for e in envelopes],
-            [traceparent] * len(envelopes),
-        )
+        rows = [outbox_row(p, source=self._source, tenant=tenant) for p in payloads]
+        await self.conn.execute(_INSERT_OUTBOX_MANY, *outbox_columns(rows))
         self._emitted = True
-        return [e.id for e in envelopes]
+        return [row[0] for row in rows]
 
     async def commit(self) -> None:
         if self._tx is None:
