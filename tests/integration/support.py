@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import asyncpg
@@ -94,6 +95,16 @@ class Isolation:
                 await conn.execute(f'DROP SCHEMA IF EXISTS "{row["nspname"]}" CASCADE')
         finally:
             await conn.close()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process exists and is not a zombie waiting to be reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    return status.exists() and "zombie" not in status.read_text()
 
 
 async def eventually(

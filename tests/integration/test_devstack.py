@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.integration.support import Isolation
+from tests.integration.support import Isolation, process_alive
 
 
 def _children_of(pid: int) -> set[int]:
@@ -24,15 +24,6 @@ def _children_of(pid: int) -> set[int]:
         if int(fields[1]) == pid:
             found.add(int(stat.parent.name))
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status")
-    return status.exists() and "zombie" not in status.read_text()
 
 
 def test_make_run_stack_is_ready_within_60s_and_ctrl_c_leaves_no_process(
@@ -75,9 +66,9 @@ def test_make_run_stack_is_ready_within_60s_and_ctrl_c_leaves_no_process(
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=40) == 0
         deadline = time.monotonic() + 5
-        while any(_alive(p) for p in children) and time.monotonic() < deadline:
+        while any(process_alive(p) for p in children) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not [p for p in children if _alive(p)]
+        assert not [p for p in children if process_alive(p)]
     finally:
         if proc.poll() is None:
             proc.kill()

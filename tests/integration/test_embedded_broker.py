@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from tests.integration.support import process_alive
 
 _START = (
     "from libs.common.broker import EmbeddedBroker; b = EmbeddedBroker().start(); "
@@ -15,23 +15,14 @@ _START = (
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/status")
-    return status.exists() and "zombie" not in status.read_text()
-
-
 def test_embedded_broker_dies_when_its_parent_is_killed() -> None:
     parent = subprocess.Popen([sys.executable, "-c", _START], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     broker_pid = int(parent.stdout.readline())
-    assert _alive(broker_pid)
+    assert process_alive(broker_pid)
     parent.send_signal(signal.SIGKILL)
     parent.wait(timeout=10)
     deadline = time.monotonic() + 10
-    while _alive(broker_pid) and time.monotonic() < deadline:
+    while process_alive(broker_pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(broker_pid)
+    assert not process_alive(broker_pid)

@@ -32,6 +32,15 @@ def _start(iso: Isolation, bootstrap: str, port: int, log: Path) -> subprocess.P
         )
 
 
+async def _sigterm(service: subprocess.Popen[bytes], *, wait_s: float) -> float:
+    """Send SIGTERM and wait up to ``wait_s`` for the process to exit; returns the seconds it took."""
+    service.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        await asyncio.to_thread(service.wait, wait_s)
+    return time.monotonic() - started
+
+
 async def test_sigterm_with_the_broker_gone_stops_within_the_grace_and_keeps_unsent_events(
     isolation: Isolation, tmp_path: Path
 ) -> None:
@@ -55,11 +64,7 @@ async def test_sigterm_with_the_broker_gone_stops_within_the_grace_and_keeps_uns
                     created = await client.post("/v1/admin/tenants", json=body, headers=ADMIN_HEADERS)
                     assert created.status_code == 201, created.text
             await asyncio.sleep(1.0)  # the relay and consumers are now retrying against a dead broker
-            service.send_signal(signal.SIGTERM)
-            started = time.monotonic()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                await asyncio.to_thread(service.wait, GRACE_S + 30)
-            took = time.monotonic() - started
+            took = await _sigterm(service, wait_s=GRACE_S + 30)
         finally:
             if service.poll() is None:
                 service.kill()
@@ -84,11 +89,7 @@ async def test_sigterm_while_start_up_waits_for_an_absent_broker_stops_the_servi
     try:
         await asyncio.sleep(3.0)  # well into start-up's wait for the broker
         assert service.poll() is None, log.read_text()
-        service.send_signal(signal.SIGTERM)
-        started = time.monotonic()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            await asyncio.to_thread(service.wait, 40)
-        took = time.monotonic() - started
+        took = await _sigterm(service, wait_s=40)
     finally:
         if service.poll() is None:
             service.kill()
