@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import signal
 import sys
 
+from libs.common.heap import freeze_startup_heap
 from libs.common.observability import setup_logging
 from libs.common.serve import serve
 from services.telemetry.settings import TelemetrySettings
@@ -21,16 +21,8 @@ async def _run_agent(settings: TelemetrySettings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     setup = await resolve_setup(settings=settings, clock=utc_now)
-    _freeze_startup_heap()
+    freeze_startup_heap()
     await NodeAgent(settings=settings, setup=setup).run(stop)
-
-
-def _freeze_startup_heap() -> None:
-    """Keep what start-up built (modules, the app, a simulated fleet) out of later collections: it
-    lives as long as the process, and each full collection rescanned all of it (tens of ms at fleet
-    scale, a pause every sample waiting at that moment pays)."""
-    gc.collect()
-    gc.freeze()
 
 
 def main(argv: list[str]) -> None:
@@ -42,9 +34,7 @@ def main(argv: list[str]) -> None:
     elif not argv:
         from services.telemetry.app import create_app
 
-        app = create_app(settings)
-        _freeze_startup_heap()
-        serve(app, settings)
+        serve(create_app(settings), settings)  # the app freezes its heap once it has started
     else:
         sys.exit(f"usage: python -m services.telemetry [agent] (got {' '.join(argv)!r})")
 

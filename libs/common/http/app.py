@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import signal
 import threading
 import time
@@ -18,6 +17,7 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from libs.common.heap import freeze_startup_heap
 from libs.common.http.errors import install_error_handlers
 from libs.common.observability.metrics import HTTP_LATENCY
 
@@ -44,10 +44,7 @@ def create_service_app(
         except BaseException:
             await runtime.stop(timeout_s=2.0)  # whatever the start had opened
             raise
-        # Everything built at start-up (modules, schemas, routes, pools) lives as long as the process:
-        # out of the collector's sight, full collections stay short and stop adding tail latency.
-        gc.collect()
-        gc.freeze()
+        freeze_startup_heap()
         try:
             yield
         finally:
