@@ -68,7 +68,6 @@ UPDATE placements SET ended_at = $2, outcome = $3, quota_released = $4 WHERE pla
 """
 FREE_SLOTS = "DELETE FROM held_slots WHERE placement_id = $1"
 MARK_MIGRATING = "UPDATE placements SET migrating = true WHERE placement_id = $1"
-START_PLACEMENT = "UPDATE placements SET started_at = $2 WHERE placement_id = $1 AND started_at IS NULL"
 SCHEDULE_PREEMPTION = """
 UPDATE placements SET preempt_deadline = $2, preempted_for = $3
 WHERE placement_id = $1 AND ended_at IS NULL AND preempt_deadline IS NULL RETURNING *
@@ -359,10 +358,6 @@ class Store:
         """Free a migrating placement's slots: the workload is being re-placed."""
         await self.conn.execute(MARK_MIGRATING, placement_id)
         await self.conn.execute(FREE_SLOTS, placement_id)
-
-    async def start_placement(self, placement_id: str, *, at: datetime) -> None:
-        """Record when the agent started it."""
-        await self.conn.execute(START_PLACEMENT, placement_id, at)
 
     async def schedule_preemption(
         self, placement_id: str, *, deadline: datetime, preempted_for: str

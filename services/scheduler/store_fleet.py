@@ -54,13 +54,11 @@ INSERT INTO tenant_usage (tenant_id, decayed_unit_hours, as_of) VALUES ($1, $2, 
 ON CONFLICT (tenant_id) DO UPDATE SET decayed_unit_hours = $2, as_of = $3
 """
 ALL_USAGE = "SELECT * FROM tenant_usage"
-GET_USAGE = "SELECT * FROM tenant_usage WHERE tenant_id = $1 FOR UPDATE"
 TENANT_IDS = "SELECT tenant_id FROM tenants"
 TENANT_EXISTS = "SELECT 1 FROM tenants WHERE tenant_id = $1"
 ADD_STOP = """
 INSERT INTO budget_stops (tenant_id, project, month, reason) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
 """
-GET_STOP = "SELECT reason FROM budget_stops WHERE tenant_id = $1 AND project = $2 AND month = $3"
 
 
 class FleetStore:
@@ -138,10 +136,6 @@ class FleetStore:
         """Replace a tenant's decayed usage."""
         await self.conn.execute(SET_USAGE, tenant, value, as_of)
 
-    async def usage(self, tenant: str) -> asyncpg.Record | None:
-        """A tenant's decayed usage row, locked."""
-        return await self.conn.fetchrow(GET_USAGE, tenant)
-
     async def all_usage(self) -> list[asyncpg.Record]:
         """Every tenant's decayed usage."""
         return list(await self.conn.fetch(ALL_USAGE))
@@ -157,11 +151,6 @@ class FleetStore:
     async def add_stop(self, *, tenant: str, project: str, month: str, reason: str) -> None:
         """Refuse new work for a project this month."""
         await self.conn.execute(ADD_STOP, tenant, project, month, reason)
-
-    async def stop_reason(self, *, tenant: str, project: str, month: str) -> str | None:
-        """Why a project's new work is refused this month, if it is."""
-        value = await self.conn.fetchval(GET_STOP, tenant, project, month)
-        return str(value) if value is not None else None
 
 
 def units_of(value: Decimal | float) -> float:
