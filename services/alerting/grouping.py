@@ -77,11 +77,10 @@ def route_id(tree: RoutingTree, route: Route) -> str:
     return f"{route.key()}/{twins.index(route)}"
 
 
-def group_key(route: Route, labels: Mapping[str, str], *, tree: RoutingTree | None = None) -> str:
+def group_key(route: Route, labels: Mapping[str, str], *, tree: RoutingTree) -> str:
     """Alertmanager's groupKey: `{route ID}:{group labels}`, sorted."""
     body = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-    rid = route.key() if tree is None else route_id(tree, route)
-    return f"{rid}:{{{body}}}"
+    return f"{route_id(tree, route)}:{{{body}}}"
 
 
 def ingest(groups: Mapping[str, AlertGroup], *, alert: Alert, tree: RoutingTree, now: datetime) -> Groups:

@@ -112,7 +112,7 @@ def test_first_matching_route_wins_unless_it_continues() -> None:
 
 def test_group_key_follows_alertmanagers_format() -> None:
     route = Route(receiver="pager", matchers=(Matcher(name="severity", value="critical"),))
-    key = group_key(route, {"node": "a", "alertname": "X"})
+    key = group_key(route, {"node": "a", "alertname": "X"}, tree=RoutingTree(default=route, routes=(route,)))
     assert key == '{}/{severity="critical"}:{alertname="X", node="a"}'
 
 
