@@ -80,7 +80,11 @@ class ServiceRuntime:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     runners: dict[str, ConsumerRunner] = field(default_factory=dict)
-    _key_cache: KeyCache | None = None
+    #: Recently verified API keys (see ``KeyCache``), kept for ``AUTH_CACHE_TTL_S``.
+    key_cache: KeyCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.key_cache = KeyCache(ttl_s=self.settings.auth_cache_ttl_s)
 
     @property
     def pool(self) -> asyncpg.Pool[Any]:
@@ -88,13 +92,6 @@ class ServiceRuntime:
         if self._pool is None:
             raise RuntimeError("runtime not started")
         return self._pool
-
-    @property
-    def key_cache(self) -> KeyCache:
-        """Recently verified API keys (see ``KeyCache``), sized by ``AUTH_CACHE_TTL_S``."""
-        if self._key_cache is None:
-            self._key_cache = KeyCache(ttl_s=self.settings.auth_cache_ttl_s)
-        return self._key_cache
 
     @property
     def redis(self) -> Redis:
