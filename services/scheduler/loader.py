@@ -35,28 +35,10 @@ class PassInputs:
 
 
 async def load_book(
-    conn: asyncpg.Connection[Any] | asyncpg.Pool[Any], ctx: SchedulerContext, *, now: datetime,
-    gpu_rows: list[asyncpg.Record] | None = None,
-) -> FairShareBook:  # fmt: skip
-    """Fair-share inputs of every tenant at ``now``."""
-    fleet = FleetStore(conn)
-    if gpu_rows is not None:
-        capacity = sum(float(r["units"]) for r in gpu_rows if r["health"] == "healthy")
-    else:
-        capacity = await fleet.healthy_units()
-    usage = {
-        r["tenant_id"]: DecayedUsage(float(r["decayed_unit_hours"]), r["as_of"])
-        for r in await fleet.all_usage()
-    }
-    return FairShareBook(
-        usage=usage,
-        shares=await fleet.shares(),
-        tenants=frozenset(await fleet.tenant_ids()),
-        default_shares=ctx.settings.default_shares,
-        capacity_units=capacity,
-        half_life=ctx.half_life,
-        now=now,
-    )
+    conn: asyncpg.Connection[Any] | asyncpg.Pool[Any], ctx: SchedulerContext, *, now: datetime
+) -> FairShareBook:
+    """Fair-share inputs of every tenant at ``now``, from one snapshot (the pass's policy row)."""
+    return book_from_row(await FleetStore(conn).pass_policy(), ctx, now=now)
 
 
 @dataclass

@@ -24,7 +24,6 @@ WHERE gpu_uuid = $1
 SET_HEALTH = "UPDATE gpus SET health = $2, updated_at = now() WHERE gpu_uuid = $1"
 #: Taken first in a GPU-changing transaction (so two never wait on each other in opposite order).
 BUMP_FLEET = "UPDATE fleet_version SET version = version + 1"
-HEALTHY_UNITS = "SELECT coalesce(sum(units), 0) FROM gpus WHERE health = 'healthy'"
 ALL_GPUS = "SELECT * FROM gpus ORDER BY node, gpu_uuid"
 POLICY_SNAPSHOT = """
 SELECT v.version, g.capacity, u.usage_tenants, u.usage_values, u.usage_as_of, s.share_tenants,
@@ -42,7 +41,6 @@ UPSERT_SHARES = """
 INSERT INTO tenant_shares (tenant_id, shares) VALUES ($1, $2)
 ON CONFLICT (tenant_id) DO UPDATE SET shares = $2, updated_at = now()
 """
-ALL_SHARES = "SELECT tenant_id, shares FROM tenant_shares"
 UPSERT_QUOTA = """
 INSERT INTO tenant_quotas (tenant_id, gpus, units_milli, workloads) VALUES ($1, $2, $3, $4)
 ON CONFLICT (tenant_id) DO UPDATE SET gpus = $2, units_milli = $3, workloads = $4, updated_at = now()
@@ -53,8 +51,6 @@ SET_USAGE = """
 INSERT INTO tenant_usage (tenant_id, decayed_unit_hours, as_of) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id) DO UPDATE SET decayed_unit_hours = $2, as_of = $3
 """
-ALL_USAGE = "SELECT * FROM tenant_usage"
-TENANT_IDS = "SELECT tenant_id FROM tenants"
 TENANT_EXISTS = "SELECT 1 FROM tenants WHERE tenant_id = $1"
 ADD_STOP = """
 INSERT INTO budget_stops (tenant_id, project, month, reason) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
@@ -106,17 +102,9 @@ class FleetStore:
         """Every GPU known."""
         return list(await self.conn.fetch(ALL_GPUS))
 
-    async def healthy_units(self) -> float:
-        """Compute units of every healthy GPU."""
-        return float(await self.conn.fetchval(HEALTHY_UNITS))
-
     async def set_shares(self, tenant: str, *, shares: float) -> None:
         """Set a tenant's fair-share entitlement weight."""
         await self.conn.execute(UPSERT_SHARES, tenant, shares)
-
-    async def shares(self) -> dict[str, float]:
-        """Shares set explicitly, by tenant."""
-        return {r["tenant_id"]: float(r["shares"]) for r in await self.conn.fetch(ALL_SHARES)}
 
     async def set_quota(
         self, tenant: str, *, gpus: int | None, units_milli: int | None, workloads: int | None
@@ -135,14 +123,6 @@ class FleetStore:
     async def set_usage(self, tenant: str, *, value: float, as_of: datetime) -> None:
         """Replace a tenant's decayed usage."""
         await self.conn.execute(SET_USAGE, tenant, value, as_of)
-
-    async def all_usage(self) -> list[asyncpg.Record]:
-        """Every tenant's decayed usage."""
-        return list(await self.conn.fetch(ALL_USAGE))
-
-    async def tenant_ids(self) -> list[str]:
-        """Every tenant known."""
-        return [r["tenant_id"] for r in await self.conn.fetch(TENANT_IDS)]
 
     async def tenant_exists(self, tenant: str) -> bool:
         """Whether the tenant was created."""
