@@ -10,6 +10,7 @@ from typing import Any, TypeAlias
 import asyncpg
 
 from libs.common.db.uow import OutboxRow, outbox_columns
+from services.scheduler.store_fleet import FAIR_SHARE_COLUMNS, FAIR_SHARE_SOURCES
 
 __all__ = ["WAKE_CHANNEL", "Store"]
 
@@ -164,15 +165,10 @@ SELECT count(*) AS placed, pg_notify('gpucloud_outbox', current_schema()) AS wok
 """
 #: Everything a submission decides on, in one round trip and one snapshot: fair-share inputs, the
 #: tenant's quota row (if any), the project's budget stop (if any) and how many workloads wait.
-SUBMIT_CONTEXT = """
-SELECT g.capacity, u.usage_tenants, u.usage_values, u.usage_as_of, s.share_tenants, s.share_values,
-    t.tenant_ids, q.tenant_id IS NOT NULL AS has_quota, q.gpus, q.units_milli, q.workloads, b.reason AS stop,
-    c.waiting
-FROM (SELECT coalesce(sum(units), 0) AS capacity FROM gpus WHERE health = 'healthy') g,
-    (SELECT array_agg(tenant_id) AS usage_tenants, array_agg(decayed_unit_hours) AS usage_values,
-        array_agg(as_of) AS usage_as_of FROM tenant_usage) u,
-    (SELECT array_agg(tenant_id) AS share_tenants, array_agg(shares) AS share_values FROM tenant_shares) s,
-    (SELECT array_agg(tenant_id) AS tenant_ids FROM tenants) t,
+SUBMIT_CONTEXT = f"""
+SELECT {FAIR_SHARE_COLUMNS},
+    q.tenant_id IS NOT NULL AS has_quota, q.gpus, q.units_milli, q.workloads, b.reason AS stop, c.waiting
+FROM {FAIR_SHARE_SOURCES},
     (SELECT count(*) AS waiting FROM workloads WHERE state IN ('queued', 'migrating')) c
     LEFT JOIN LATERAL (SELECT * FROM tenant_quotas WHERE tenant_id = $1) q ON true
     LEFT JOIN LATERAL (

@@ -25,15 +25,22 @@ SET_HEALTH = "UPDATE gpus SET health = $2, updated_at = now() WHERE gpu_uuid = $
 #: Taken first in a GPU-changing transaction (so two never wait on each other in opposite order).
 BUMP_FLEET = "UPDATE fleet_version SET version = version + 1"
 ALL_GPUS = "SELECT * FROM gpus ORDER BY node, gpu_uuid"
-POLICY_SNAPSHOT = """
-SELECT v.version, g.capacity, u.usage_tenants, u.usage_values, u.usage_as_of, s.share_tenants,
-    s.share_values, t.tenant_ids, q.quota_tenants, q.quota_gpus, q.quota_units, q.quota_workloads
-FROM (SELECT coalesce(max(version), 0) AS version FROM fleet_version) v,
-    (SELECT coalesce(sum(units), 0) AS capacity FROM gpus WHERE health = 'healthy') g,
+#: The fair-share inputs as one row of arrays (what ``loader.book_from_row`` reads): select
+#: FAIR_SHARE_COLUMNS from FAIR_SHARE_SOURCES, beside whatever else a statement needs.
+FAIR_SHARE_COLUMNS = (
+    "g.capacity, u.usage_tenants, u.usage_values, u.usage_as_of, s.share_tenants, s.share_values, "
+    "t.tenant_ids"
+)
+FAIR_SHARE_SOURCES = """(SELECT coalesce(sum(units), 0) AS capacity FROM gpus WHERE health = 'healthy') g,
     (SELECT array_agg(tenant_id) AS usage_tenants, array_agg(decayed_unit_hours) AS usage_values,
         array_agg(as_of) AS usage_as_of FROM tenant_usage) u,
     (SELECT array_agg(tenant_id) AS share_tenants, array_agg(shares) AS share_values FROM tenant_shares) s,
-    (SELECT array_agg(tenant_id) AS tenant_ids FROM tenants) t,
+    (SELECT array_agg(tenant_id) AS tenant_ids FROM tenants) t"""
+POLICY_SNAPSHOT = f"""
+SELECT v.version, {FAIR_SHARE_COLUMNS},
+    q.quota_tenants, q.quota_gpus, q.quota_units, q.quota_workloads
+FROM (SELECT coalesce(max(version), 0) AS version FROM fleet_version) v,
+    {FAIR_SHARE_SOURCES},
     (SELECT array_agg(tenant_id) AS quota_tenants, array_agg(gpus) AS quota_gpus,
         array_agg(units_milli) AS quota_units, array_agg(workloads) AS quota_workloads FROM tenant_quotas) q
 """
