@@ -22,6 +22,8 @@ from services.recovery.correlate import CorrelationThresholds, Diagnosis, FaultC
 from services.recovery.detection import DetectionOutcome, ingest_signal
 from services.recovery.effects import Effects, apply
 from services.recovery.incidents import (
+    HOLDING_STATES,
+    OUT_OF_SERVICE,
     Incident,
     IncidentState,
     Transition,
@@ -48,11 +50,6 @@ __all__ = ["RecoveryHandlers"]
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-OUT_OF_SERVICE = frozenset({"draining", "failed"})
-# Open states in which an incident holds its GPU (or node) drained.
-_HOLDING = (IncidentState.DRAINING, IncidentState.MIGRATING, IncidentState.VERIFYING)
 
 
 @dataclass(frozen=True)
@@ -199,7 +196,7 @@ class RecoveryHandlers:
 
     async def _open_drains(self, uow: UnitOfWork, *, node: str, gpus: set[str]) -> list[Incident]:
         """Open incidents holding one of these GPUs (or their node) drained, oldest first (locked)."""
-        found = await IncidentStore(uow.conn).open_in_state(node, *_HOLDING)
+        found = await IncidentStore(uow.conn).open_in_state(node, *HOLDING_STATES)
         return [i for i in found if requested_drain(i) and (drains_node(i) or i.gpu in gpus)]
 
     async def _move_strays(

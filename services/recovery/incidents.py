@@ -31,6 +31,8 @@ from services.recovery.correlate import Cause, Diagnosis, RecentFault
 from services.recovery.migrations import Migration, MigrationPhase, apply_progress
 
 __all__ = [
+    "HOLDING_STATES",
+    "OUT_OF_SERVICE",
     "TERMINAL_STATES",
     "Incident",
     "IncidentState",
@@ -245,6 +247,12 @@ def drain_completed(incident: Incident, *, at: AwareDatetime) -> Transition:
     return _begin_migrations(incident, commands=_moves_away(incident, incident.workload_ids), at=at)
 
 
+#: GPU health values inventory reports for hardware out of service.
+OUT_OF_SERVICE = frozenset({"draining", "failed"})
+#: Open states in which an incident holds its GPU (or node) drained and takes in workloads found there.
+HOLDING_STATES = frozenset({IncidentState.DRAINING, IncidentState.MIGRATING, IncidentState.VERIFYING})
+
+
 def drain_in_effect(incident: Incident, *, gpu_health: str | None) -> bool:
     """Whether a draining incident's GPU drain already holds, so no health change will confirm it.
 
@@ -255,7 +263,7 @@ def drain_in_effect(incident: Incident, *, gpu_health: str | None) -> bool:
     if incident.state is not IncidentState.DRAINING or drains_node(incident):
         return False
     if incident.classification.recoverable:
-        return gpu_health in ("draining", "failed")
+        return gpu_health in OUT_OF_SERVICE
     return gpu_health == "failed"
 
 
@@ -269,9 +277,6 @@ def leaves_out_of_service(incident: Incident) -> bool:
     return incident.state is IncidentState.ESCALATED and requested_drain(incident)
 
 
-_ADOPTING = frozenset({IncidentState.DRAINING, IncidentState.MIGRATING, IncidentState.VERIFYING})
-
-
 def adopt_workloads(incident: Incident, *, workload_ids: Sequence[str], at: AwareDatetime) -> Transition:
     """Workloads found on the GPU (or node) after detection join the incident and are moved too.
 
@@ -281,7 +286,7 @@ def adopt_workloads(incident: Incident, *, workload_ids: Sequence[str], at: Awar
     workloads in place adopts nothing: its GPU stays in service.
     """
     new = tuple(w for w in dict.fromkeys(workload_ids) if w not in incident.workload_ids)
-    if not new or incident.state not in _ADOPTING or not requested_drain(incident):
+    if not new or incident.state not in HOLDING_STATES or not requested_drain(incident):
         return _ignored(incident)
     grown = incident.model_copy(update={"workload_ids": (*incident.workload_ids, *new)})
     if incident.state is IncidentState.DRAINING:
