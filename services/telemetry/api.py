@@ -21,7 +21,7 @@ from services.telemetry.views import (
     WorkloadHints,
     context,
     latest,
-    taken_for,
+    samples_of,
     visible_latest,
 )
 
@@ -44,9 +44,7 @@ async def list_latest(
 
 @router.get("/v1/gpus/{uuid}/latest", summary="Latest sample of one GPU")
 async def gpu_latest(uuid: str, request: Request, caller: Caller) -> LatestSample:
-    _, state, live = context(request)
-    tenant = tenant_filter(caller)
-    found = taken_for(await live.some([uuid]), tenant) if state.view.visible(uuid, tenant=tenant) else []
+    found = await samples_of(request, [uuid], tenant=tenant_filter(caller))
     if not found:
         raise NotFound(f"no samples of GPU {uuid!r} visible to this key", field="uuid")
     return latest(found[0])
@@ -54,13 +52,12 @@ async def gpu_latest(uuid: str, request: Request, caller: Caller) -> LatestSampl
 
 @router.get("/v1/nodes/{node}/latest", summary="Latest samples of one node's GPUs")
 async def node_latest(node: str, request: Request, caller: Caller) -> list[LatestSample]:
-    _, state, live = context(request)
+    _, _, live = context(request)
     gpus = await live.node_gpus(node)
     if not gpus:
         raise NotFound(f"node {node!r} has not reported", field="node")
-    tenant = tenant_filter(caller)
-    rows = await live.some(sorted(g for g in gpus if state.view.visible(g, tenant=tenant)))
-    return sorted((latest(r) for r in taken_for(rows, tenant)), key=_order)
+    rows = await samples_of(request, gpus, tenant=tenant_filter(caller))
+    return sorted((latest(r) for r in rows), key=_order)
 
 
 @router.get("/v1/gpus/{uuid}/history", summary="One GPU's rollups over a time range")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "LatestSample",
     "WorkloadHints",
     "context",
+    "samples_of",
     "taken_for",
     "visible_latest",
 ]
@@ -92,4 +94,12 @@ async def visible_latest(
     tenant = tenant_filter(caller, requested_tenant)
     if tenant is None:
         return await live.all()
-    return taken_for(await live.some(sorted(state.view.by_tenant.get(tenant, set()))), tenant)
+    return await samples_of(request, sorted(state.view.by_tenant.get(tenant, set())), tenant=tenant)
+
+
+async def samples_of(request: Request, gpus: Iterable[str], *, tenant: str | None) -> list[dict[str, Any]]:
+    """Latest samples of ``gpus`` that a caller scoped to ``tenant`` (None: admin) may see: of the GPUs
+    allocated to it, the samples taken for it (``taken_for``)."""
+    _, state, live = context(request)
+    rows = await live.some(sorted(g for g in gpus if state.view.visible(g, tenant=tenant)))
+    return taken_for(rows, tenant)
