@@ -8,9 +8,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-import asyncpg
-
-from libs.common.db.pool import init_connection
+from libs.common.db.pool import create_pool
 from libs.common.db.uow import outbox_row
 from libs.common.events.scheduler import WorkloadQueuedV1, WorkloadSubmittedV1
 from libs.common.http.errors import ApiError, Conflict
@@ -138,26 +136,17 @@ async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> d
     return dict(created)
 
 
-async def _no_session_state(_conn: asyncpg.Connection[Any]) -> None:
-    """Submissions run two plain statements (no LISTEN, SET, advisory lock or open cursor), so there is
-    nothing to reset between borrowers: this saves asyncpg's reset query on every release."""
-
-
 def hold_submission_pool(ctx: SchedulerContext) -> BackgroundTask:
-    """A background task that opens the submissions' own pool, serves it until stop, then closes it."""
+    """A background task that opens the submissions' own pool, serves it until stop, then closes it.
+
+    Submissions run two plain statements (no LISTEN, SET, advisory lock or open cursor), so the pool is
+    stateless: no reset query on every release.
+    """
 
     async def hold(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         s = ctx.settings
-        pool = await asyncpg.create_pool(
-            dsn=s.database_url,
-            min_size=1,
-            max_size=s.db_pool_max,
-            server_settings={
-                "search_path": f"{s.pg_schema},public",
-                "application_name": f"gpucloud-{s.pg_schema}",
-            },
-            init=init_connection,
-            reset=_no_session_state,
+        pool = await create_pool(
+            dsn=s.database_url, schema=s.pg_schema, max_size=s.db_pool_max, stateless=True
         )
         ctx.submit_pool = pool
         try:
