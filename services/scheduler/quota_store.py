@@ -70,38 +70,61 @@ class QuotaStore(Protocol):
         ...
 
 
+#: Reserve for each item in order: KEYS[1] is the marker, item n has KEYS[2n] (the tenant's hash) and
+#: KEYS[2n+1] (its held placements), and ARGV[4n-3..4n] (placement id, gpus, units_milli, workloads).
+#: Answers 'rebuild' without the marker, else per item {'ok'} or the dimensions over their limit.
 _RESERVE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'rebuild'} end
-if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return {'ok'} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'rebuild' end
 local dims = {'gpus', 'units_milli', 'workloads'}
-local over = {}
-for i, d in ipairs(dims) do
-  local lim = redis.call('HGET', KEYS[2], 'lim_' .. d)
-  if lim then
-    local used = tonumber(redis.call('HGET', KEYS[2], d) or '0')
-    if used + tonumber(ARGV[i + 1]) > tonumber(lim) then table.insert(over, d) end
+local answers = {}
+for n = 1, #ARGV / 4 do
+  local tenant, held, a = KEYS[2 * n], KEYS[2 * n + 1], 4 * (n - 1)
+  local answer = {'ok'}
+  if redis.call('HEXISTS', held, ARGV[a + 1]) == 0 then
+    local over = {}
+    for i, d in ipairs(dims) do
+      local lim = redis.call('HGET', tenant, 'lim_' .. d)
+      if lim then
+        local used = tonumber(redis.call('HGET', tenant, d) or '0')
+        if used + tonumber(ARGV[a + i + 1]) > tonumber(lim) then table.insert(over, d) end
+      end
+    end
+    if #over > 0 then
+      answer = over
+    else
+      for i, d in ipairs(dims) do redis.call('HINCRBY', tenant, d, ARGV[a + i + 1]) end
+      redis.call('HSET', held, ARGV[a + 1], ARGV[a + 2] .. ',' .. ARGV[a + 3] .. ',' .. ARGV[a + 4])
+    end
   end
+  answers[n] = answer
 end
-if #over > 0 then return over end
-for i, d in ipairs(dims) do redis.call('HINCRBY', KEYS[2], d, ARGV[i + 1]) end
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[2] .. ',' .. ARGV[3] .. ',' .. ARGV[4])
-return {'ok'}
+return answers
 """
 
+#: Release for each item in order (keys as for ``_RESERVE``, ARGV[n] the placement id): per item 'ok',
+#: or 'absent' when it held nothing; 'rebuild' without the marker.
 _RELEASE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'rebuild' end
-local held = redis.call('HGET', KEYS[3], ARGV[1])
-if not held then return 'absent' end
 local dims = {'gpus', 'units_milli', 'workloads'}
-local i = 1
-for amount in string.gmatch(held, '[^,]+') do
-  local left = tonumber(redis.call('HGET', KEYS[2], dims[i]) or '0') - tonumber(amount)
-  if left < 0 then left = 0 end
-  redis.call('HSET', KEYS[2], dims[i], left)
-  i = i + 1
+local answers = {}
+for n = 1, #ARGV do
+  local tenant, held = KEYS[2 * n], KEYS[2 * n + 1]
+  local demand = redis.call('HGET', held, ARGV[n])
+  if demand then
+    local i = 1
+    for amount in string.gmatch(demand, '[^,]+') do
+      local left = tonumber(redis.call('HGET', tenant, dims[i]) or '0') - tonumber(amount)
+      if left < 0 then left = 0 end
+      redis.call('HSET', tenant, dims[i], left)
+      i = i + 1
+    end
+    redis.call('HDEL', held, ARGV[n])
+    answers[n] = 'ok'
+  else
+    answers[n] = 'absent'
+  end
 end
-redis.call('HDEL', KEYS[3], ARGV[1])
-return 'ok'
+return answers
 """
 
 
@@ -118,47 +141,40 @@ class RedisQuotaStore:
         self._reserve = redis.register_script(_RESERVE)
         self._release = redis.register_script(_RELEASE)
 
-    def _tenant_keys(self, tenant: str) -> list[str]:
-        return [self._keys.key("marker"), self._keys.key("t", tenant), self._keys.key("held", tenant)]
+    def _keys_of(self, tenants: Sequence[str]) -> list[str]:
+        """The marker, then each tenant's usage hash and held-placements hash, as the scripts take them."""
+        keys = [self._keys.key("marker")]
+        for tenant in tenants:
+            keys += [self._keys.key("t", tenant), self._keys.key("held", tenant)]
+        return keys
 
     async def reserve(self, *, tenant: str, placement_id: str, demand: QuotaUsage) -> tuple[str, ...]:
-        args: list[str | int] = [placement_id, demand.gpus, demand.units_milli, demand.workloads]
-        answer = [_text(v) for v in await self._reserve(keys=self._tenant_keys(tenant), args=args)]
-        if answer == ["rebuild"]:
-            raise RebuildNeeded("quota marker missing")
-        return () if answer == ["ok"] else tuple(answer)
+        return (await self.reserve_many([(tenant, placement_id, demand)]))[0]
 
     async def release(self, *, tenant: str, placement_id: str) -> bool:
-        answer = _text(await self._release(keys=self._tenant_keys(tenant), args=[placement_id]))
-        if answer == "rebuild":
-            raise RebuildNeeded("quota marker missing")
-        return answer == "ok"
+        return (await self.release_many([(tenant, placement_id)]))[0]
 
     async def reserve_many(self, items: Sequence[tuple[str, str, QuotaUsage]]) -> list[tuple[str, ...]]:
-        """One round trip: a pipeline of reserve scripts (each still one atomic script, in order)."""
+        """One script call, so one round trip and one atomic step for the whole batch, items in order."""
         if not items:
             return []
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for tenant, placement_id, d in items:
-                args: list[str | int] = [placement_id, d.gpus, d.units_milli, d.workloads]
-                await self._reserve(keys=self._tenant_keys(tenant), args=args, client=pipe)
-            raw = await pipe.execute()
-        answers = [[_text(v) for v in a] for a in raw]
-        if any(a == ["rebuild"] for a in answers):
+        args: list[EncodableT] = []
+        for _tenant, placement_id, d in items:
+            args += [placement_id, d.gpus, d.units_milli, d.workloads]
+        raw = await self._reserve(keys=self._keys_of([t for t, _p, _d in items]), args=args)
+        if not isinstance(raw, list):
             raise RebuildNeeded("quota marker missing")
-        return [() if a == ["ok"] else tuple(a) for a in answers]
+        answers = [tuple(_text(v) for v in a) for a in raw]
+        return [() if a == ("ok",) else a for a in answers]
 
     async def release_many(self, items: Sequence[tuple[str, str]]) -> list[bool]:
-        """One round trip: a pipeline of release scripts."""
+        """One script call for the whole batch, items in order."""
         if not items:
             return []
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for tenant, placement_id in items:
-                await self._release(keys=self._tenant_keys(tenant), args=[placement_id], client=pipe)
-            answers = [_text(a) for a in await pipe.execute()]
-        if "rebuild" in answers:
+        raw = await self._release(keys=self._keys_of([t for t, _p in items]), args=[p for _t, p in items])
+        if not isinstance(raw, list):
             raise RebuildNeeded("quota marker missing")
-        return [a == "ok" for a in answers]
+        return [_text(a) == "ok" for a in raw]
 
     async def set_limits(self, *, tenant: str, limits: QuotaLimits) -> None:
         key = self._keys.key("t", tenant)
