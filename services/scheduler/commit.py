@@ -23,7 +23,7 @@ from libs.common.events.scheduler import (
 from services.scheduler.cluster import GpuView, Grant, SlotKind
 from services.scheduler.context import SchedulerContext
 from services.scheduler.decisions import Placement
-from services.scheduler.model import Workload
+from services.scheduler.model import Workload, WorkloadState
 from services.scheduler.preemption import PreemptionProposal
 from services.scheduler.state import demand_of_grants, grant_of
 from services.scheduler.store import Store
@@ -130,20 +130,25 @@ async def commit_placements(
     *,
     now: datetime,
     gpus: dict[str, GpuView],
+    traces: Mapping[str, str | None] | None = None,
 ) -> int:
-    """Commit a pass's placements in one transaction, each with its own quota reservation and event.
+    """Commit a pass's placements together, each with its own quota reservation and event.
 
-    All or nothing per batch: when the batch statement fails (a slot or workload taken meanwhile), every
-    reservation of the batch is given back and each placement is retried alone, as ``commit_placement``
-    does. A migrating workload (old placement to leave) always goes alone. Returns how many were placed.
+    Two round trips for the batch: the quota of every decision reserved in one Redis script, then one
+    statement that places the workloads still queued (``traces``: each one's traceparent, for its event).
+    Reservations of workloads no longer queued (cancelled meanwhile) are given back. All or nothing per
+    batch: when the statement fails (a slot taken meanwhile), every reservation of the batch is given
+    back and each placement is retried alone, as ``commit_placement`` does. A migrating workload (old
+    placement to leave) always goes alone. Returns how many were placed.
     """
     if not placements:
         return 0
-    alone: list[Placement] = []
+    alone = [p for p in placements if workloads[p.workload_id].state is WorkloadState.MIGRATING]
+    batch = [p for p in placements if workloads[p.workload_id].state is not WorkloadState.MIGRATING]
     try:
-        placed = await _commit_batch(ctx, placements, workloads, now=now, gpus=gpus, alone=alone)
+        placed = await _commit_batch(ctx, batch, workloads, now=now, gpus=gpus, traces=traces or {})
     except asyncpg.PostgresError as exc:
-        log.warning("batch of %d placements refused (%s); placing one at a time", len(placements), exc)
+        log.warning("batch of %d placements refused (%s); placing one at a time", len(batch), exc)
         placed, alone = 0, list(placements)
     for p in alone:
         if await commit_placement(ctx, p, workloads[p.workload_id], now=now, gpus=gpus):
@@ -158,41 +163,33 @@ async def _commit_batch(
     *,
     now: datetime,
     gpus: dict[str, GpuView],
-    alone: list[Placement],
+    traces: Mapping[str, str | None],
 ) -> int:
-    async with ctx.placer_uow() as uow:
-        store = Store(uow.conn)
-        rows = {r["workload_id"]: r for r in await store.lock_workloads([p.workload_id for p in placements])}
-        batch: list[tuple[Placement, asyncpg.Record, str]] = []
-        for p in placements:
-            row = rows.get(p.workload_id)
-            if row is not None and row["state"] == "migrating":
-                alone.append(p)
-            elif row is not None and row["state"] == "queued":
-                batch.append((p, row, f"pl-{uuid.uuid4().hex[:16]}"))
-        if not batch:
-            return 0
-        answers = await ctx.quotas.reserve_many(
-            [(row["tenant_id"], pid, demand_of_grants(p.grants)) for p, row, pid in batch]
-        )
-        kept = [b for b, exceeded in zip(batch, answers, strict=True) if not exceeded]
-        if not kept:
-            return 0
-        try:
-            placed_rows, slots, outbox = [], [], []
-            for p, row, pid in kept:
-                w = workloads[p.workload_id]
-                placed_rows.append(_placement_row(p, w, pid=pid, now=now, gpus=gpus))
-                slots += [(gpu, slot, pid) for gpu, slot in (g.key for g in p.grants)]
-                with workload_trace(workload_id=w.id, traceparent=row["traceparent"], name="scheduler.place"):
-                    event = _placed_event(p, w, pid=pid, gpus=gpus)
-                    outbox.append(outbox_row(event, source=ctx.settings.service_name, tenant=w.tenant))
-            placed = await store.place_many(rows=placed_rows, slots=slots, outbox=outbox)
-            await uow.commit()
-        except BaseException:
-            await ctx.quotas.release_many([(row["tenant_id"], pid) for _p, row, pid in kept])
-            raise
-    return placed
+    batch = [(p, workloads[p.workload_id], f"pl-{uuid.uuid4().hex[:16]}") for p in placements]
+    if not batch:
+        return 0
+    answers = await ctx.quotas.reserve_many(
+        [(w.tenant, pid, demand_of_grants(p.grants)) for p, w, pid in batch]
+    )
+    kept = [b for b, exceeded in zip(batch, answers, strict=True) if not exceeded]
+    if not kept:
+        return 0
+    try:
+        placed_rows, slots, outbox = [], [], []
+        for p, w, pid in kept:
+            placed_rows.append(_placement_row(p, w, pid=pid, now=now, gpus=gpus))
+            slots += [(gpu, slot, pid) for gpu, slot in (g.key for g in p.grants)]
+            with workload_trace(workload_id=w.id, traceparent=traces.get(w.id), name="scheduler.place"):
+                event = _placed_event(p, w, pid=pid, gpus=gpus)
+                outbox.append((w.id, outbox_row(event, source=ctx.settings.service_name, tenant=w.tenant)))
+        placed = await Store(ctx.pool_for_placer).place_many(rows=placed_rows, slots=slots, outbox=outbox)
+    except BaseException:
+        await ctx.quotas.release_many([(w.tenant, pid) for _p, w, pid in kept])
+        raise
+    gone = [(w.tenant, pid) for _p, w, pid in kept if w.id not in placed]
+    if gone:  # cancelled since the pass read the queue
+        await ctx.quotas.release_many(gone)
+    return len(placed)
 
 
 async def _place(

@@ -41,6 +41,8 @@ PLACED = Counter("scheduler_placements_total", "Placements committed")
 PASS_SECONDS = Histogram("scheduler_pass_seconds", "Duration of one schedule pass")
 #: The longest pause between back-to-back passes.
 _MAX_YIELD_S = 0.01
+#: How often the placer checks the Redis quota state and ends preemptions whose grace is over.
+_HOUSEKEEPING_S = 0.2
 QUOTA_REBUILDS = Counter("scheduler_quota_rebuilds_total", "Quota state rebuilt from Postgres")
 
 
@@ -80,19 +82,23 @@ def _changed(row: Mapping[str, Any], q: QueuePosition) -> bool:
     )
 
 
-async def run_pass(ctx: SchedulerContext, *, now: datetime, cache: PassCache | None = None) -> int:
+async def run_pass(
+    ctx: SchedulerContext, *, now: datetime, cache: PassCache | None = None, housekeeping: bool = True
+) -> int:
     """One schedule pass: expired preemptions, then every decision committed; returns placements.
 
+    ``housekeeping``: first make sure the Redis quota state is intact and end the preemptions whose grace
+    is over. The placer does that at most every ``_HOUSEKEEPING_S``, not on every pass of a stream of
+    submissions; a quota state lost meanwhile is still caught by the reservation itself (``RebuildNeeded``).
     Reads go over one connection; the placements of the pass commit together (``commit_placements``).
     Giving back the quota of ended placements is not part of it (see ``Placer._release_soon``).
     """
-    if not await ctx.quotas.intact():
+    if housekeeping and not await ctx.quotas.intact():
         await rebuild_quotas(ctx)
     async with ctx.pool_for_placer.acquire() as conn:
-        store = Store(conn)
-        expired = await store.expired_preemptions(now=now)
-        for pid in expired:
-            await expire_preemption(ctx, pid, now=now)
+        if housekeeping:
+            for pid in await Store(conn).expired_preemptions(now=now):
+                await expire_preemption(ctx, pid, now=now)
         inputs = await load_pass(conn, ctx, now=now, cache=cache)
     ctx.left_waiting = len(inputs.queue)
     if not inputs.queue:
@@ -102,7 +108,8 @@ async def run_pass(ctx: SchedulerContext, *, now: datetime, cache: PassCache | N
     )
     gpus = {g.uuid: g for g in inputs.state.gpus}
     workloads = {e.workload.id: e.workload for e in inputs.queue}
-    placed = await commit_placements(ctx, decisions.placements, workloads, now=now, gpus=gpus)
+    traces = {r["workload_id"]: r["traceparent"] for r in inputs.waiting}
+    placed = await commit_placements(ctx, decisions.placements, workloads, now=now, gpus=gpus, traces=traces)
     for proposal in decisions.preemptions:
         await commit_preemption(ctx, proposal)
     rows = {r["workload_id"]: r for r in inputs.waiting}
@@ -125,6 +132,7 @@ class Placer:
         self._lock_key = f"gpucloud.scheduler.placer.{ctx.settings.pg_schema}"
         self._cache = PassCache()
         self._releasing: asyncio.Task[None] | None = None
+        self._housekeeping_at = 0.0
 
     async def __call__(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         conn: asyncpg.Connection[Any] = await asyncpg.connect(self._ctx.settings.database_url)
@@ -152,7 +160,9 @@ class Placer:
         ctx.is_leader = True
         IS_LEADER.set(1)
         log.info("this replica is now the active placer")
-        ctx.placer_pool = await create_pool(dsn=ctx.settings.database_url, schema=schema, max_size=3)
+        ctx.placer_pool = await create_pool(
+            dsn=ctx.settings.database_url, schema=schema, max_size=3, stateless=True
+        )
         await rebuild_quotas(ctx)  # a predecessor may have died between a Redis reserve and its commit
         self._cache = PassCache()  # rebuilt from Postgres at each takeover
         try:
@@ -182,11 +192,16 @@ class Placer:
                 await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", self._lock_key)
 
     async def _one_pass(self) -> None:
+        clock = asyncio.get_running_loop().time()
+        housekeeping = clock >= self._housekeeping_at
+        if housekeeping:
+            self._housekeeping_at = clock + _HOUSEKEEPING_S
         with PASS_SECONDS.time():
             try:
-                await run_pass(self._ctx, now=datetime.now(UTC), cache=self._cache)
+                await run_pass(self._ctx, now=datetime.now(UTC), cache=self._cache, housekeeping=housekeeping)
             except RebuildNeeded:
                 await rebuild_quotas(self._ctx)
+                self._ctx.wake.set()  # what that pass could not reserve is decided again at once
         self._ctx.passes += 1
         PASSES.inc()
         self._release_soon()

@@ -133,35 +133,43 @@ SELECT w.tenant_id, w.traceparent, p.started_at, p.placed_at, p.units_milli, u.d
     pg_notify($6, current_schema()) AS woke_placer
 FROM w CROSS JOIN p LEFT JOIN u ON true
 """
-LOCK_WORKLOADS = "SELECT * FROM workloads WHERE workload_id = ANY($1::text[]) ORDER BY workload_id FOR UPDATE"
-#: Several placements as one statement: placement rows, held slots (the primary key refuses a slot held
-#: twice, the partial unique index a second live placement), workload states and outbox rows; the
-#: relay's NOTIFY is delivered at commit. Any violation fails the whole statement.
+#: Several placements as one statement, so one implicit transaction: the workloads still queued are locked
+#: (in id order, so two lockers never deadlock), and for those only the placement rows, held slots (the
+#: primary key refuses a slot held twice, the partial unique index a second live placement), workload
+#: states and outbox rows ($21: each outbox row's workload) are written; the relay's NOTIFY is delivered
+#: at commit. Any violation fails the whole statement. Answers the workloads placed.
 PLACE_MANY = """
-WITH p AS (
+WITH q AS (
+    SELECT workload_id FROM workloads WHERE workload_id = ANY($2::text[]) AND state = 'queued'
+    ORDER BY workload_id FOR UPDATE
+), p AS (
     INSERT INTO placements (placement_id, workload_id, tenant_id, node, grants, gpus, units_milli, models,
         priority, preemptible, ends_at, placed_at)
     SELECT pid, wid, tid, node, grants::jsonb, gpus, units, models::jsonb, prio, pre, ends, placed
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bigint[],
         $8::text[], $9::float8[], $10::bool[], $11::timestamptz[], $12::timestamptz[])
         AS v(pid, wid, tid, node, grants, gpus, units, models, prio, pre, ends, placed)
-    RETURNING placement_id
+    WHERE v.wid IN (SELECT workload_id FROM q)
+    RETURNING placement_id, workload_id
 ), s AS (
     INSERT INTO held_slots (gpu_uuid, slot, placement_id)
-    SELECT * FROM unnest($13::text[], $14::text[], $15::text[])
+    SELECT g, sl, pid FROM unnest($13::text[], $14::text[], $15::text[]) AS v(g, sl, pid)
+    WHERE v.pid IN (SELECT placement_id FROM p)
 ), w AS (
     UPDATE workloads w SET state = 'placed', placement_id = v.pid, wait_reason = NULL, position = NULL,
         estimated_start = NULL, priority = v.prio
     FROM unnest($2::text[], $1::text[], $9::float8[]) AS v(wid, pid, prio)
-    WHERE w.workload_id = v.wid
+    WHERE w.workload_id = v.wid AND v.pid IN (SELECT placement_id FROM p)
 ), o AS (
     INSERT INTO outbox (event_id, topic, key, payload, traceparent)
     SELECT event_id, topic, key, payload, traceparent
-    FROM unnest($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[]) WITH ORDINALITY
-        AS v(event_id, topic, key, payload, traceparent, n)
+    FROM unnest($16::uuid[], $17::text[], $18::text[], $19::bytea[], $20::text[], $21::text[])
+        WITH ORDINALITY AS v(event_id, topic, key, payload, traceparent, wid, n)
+    WHERE v.wid IN (SELECT workload_id FROM p)
     ORDER BY n
 )
-SELECT count(*) AS placed, pg_notify('gpucloud_outbox', current_schema()) AS woke_relay FROM p
+SELECT coalesce(array_agg(workload_id), '{}') AS placed, pg_notify('gpucloud_outbox', current_schema())
+FROM p
 """
 #: Everything a submission decides on, in one round trip and one snapshot: fair-share inputs, the
 #: tenant's quota row (if any), the project's budget stop (if any) and how many workloads wait.
@@ -245,19 +253,16 @@ class Store:
             END_WORKLOAD_RUN, workload_id, placement_id, at, outcome, reason, WAKE_CHANNEL
         )
 
-    async def lock_workloads(self, workload_ids: Sequence[str]) -> list[asyncpg.Record]:
-        """Workload rows locked for this transaction (in id order, so two lockers never deadlock)."""
-        return list(await self.conn.fetch(LOCK_WORKLOADS, list(workload_ids)))
-
     async def place_many(
         self,
         *,
         rows: Sequence[dict[str, Any]],
         slots: Sequence[tuple[str, str, str]],
-        outbox: Sequence[OutboxRow],
-    ) -> int:
-        """Record placements (rows as ``insert_placement`` takes), their slots (gpu, slot, placement id),
-        the workloads' new state and the outbox rows in one statement; returns how many placements."""
+        outbox: Sequence[tuple[str, OutboxRow]],
+    ) -> set[str]:
+        """Record the placements (rows as ``insert_placement`` takes) of the workloads still queued, their
+        slots (gpu, slot, placement id), the workloads' new state and their outbox rows (workload id, row),
+        in one statement; returns the workloads placed."""
         cols = ("placement_id", "workload_id", "tenant_id", "node")
         args: list[list[Any]] = [[r[c] for r in rows] for c in cols]
         args.append([_json(r["grants"]) for r in rows])
@@ -265,8 +270,9 @@ class Store:
         args.append([_json(r["models"]) for r in rows])
         args += [[r[c] for r in rows] for c in ("priority", "preemptible", "ends_at", "placed_at")]
         args += [[s[i] for s in slots] for i in range(3)]
-        args += outbox_columns(outbox)
-        return int(await self.conn.fetchval(PLACE_MANY, *args))
+        args += outbox_columns([o for _w, o in outbox])
+        args.append([w for w, _o in outbox])
+        return set(await self.conn.fetchval(PLACE_MANY, *args))
 
     async def workload(self, workload_id: str, *, tenant: str | None = None) -> asyncpg.Record | None:
         """A workload, visible to ``tenant`` (None = any)."""

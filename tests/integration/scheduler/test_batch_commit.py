@@ -67,3 +67,50 @@ async def test_a_failed_batch_gives_its_quota_back_and_falls_back_to_one_at_a_ti
         assert states == {ids[0]: "placed", ids[1]: "placed", ids[2]: "placed", ids[3]: "queued"}
         held = await ctx.runtime.pool.fetchval("SELECT count(*) FROM held_slots")
         assert held == 3
+
+
+async def test_a_workload_cancelled_after_the_pass_read_it_is_not_placed_and_its_quota_is_given_back(
+    isolation: Isolation,
+) -> None:
+    app = create_app(settings(isolation))
+    app.state.runtime.background = []  # no placer: the test makes the decisions
+    ctx: SchedulerContext = app.state.scheduler
+    async with running(app) as client:
+        headers = await create_tenant(client, "acme")
+        gpus = await register_gpus(isolation, count=2)
+        await capacity_known(client, headers, 2)
+        ids = []
+        for _ in range(2):
+            created = await client.post("/v1/workloads", json=spec(count=1), headers=headers)
+            assert created.status_code == 201, created.text
+            ids.append(created.json()["workload_id"])
+        await rebuild_quotas(ctx)
+        now = datetime.now(UTC)
+        async with ctx.runtime.pool.acquire() as conn:
+            inputs = await load_pass(conn, ctx, now=now, cache=PassCache())
+        views = {g.uuid: g for g in inputs.state.gpus}
+        workloads = {e.workload.id: e.workload for e in inputs.queue}
+        cancelled = await client.post(f"/v1/workloads/{ids[1]}/cancel", headers=headers)
+        assert cancelled.status_code == 200, cancelled.text
+
+        decisions = [
+            Placement(wid, "acme", (Grant(gpu, "node-1", WHOLE_SLOT, 8.0),), 0.5)
+            for wid, gpu in zip(ids, gpus, strict=False)
+        ]
+        assert await commit_placements(ctx, decisions, workloads, now=now, gpus=views) == 1
+        assert await ctx.quotas.usage(tenant="acme") == QuotaUsage(gpus=1, units_milli=8000, workloads=1), (
+            "the cancelled workload's reservation was given back"
+        )
+        rows = await ctx.runtime.pool.fetch("SELECT workload_id FROM placements")
+        assert [r["workload_id"] for r in rows] == [ids[0]]
+        assert (
+            await ctx.runtime.pool.fetchval("SELECT state FROM workloads WHERE workload_id = $1", ids[1])
+            == "cancelled"
+        )
+        placed_events = await ctx.runtime.pool.fetchval(
+            "SELECT count(*) FROM outbox"
+            " WHERE key = ANY($1::text[]) AND convert_from(payload, 'UTF8') LIKE $2",
+            ids,
+            "%scheduler.workload.placed.v1%",
+        )
+        assert placed_events == 1, "only the placed workload has a placed event"
