@@ -247,3 +247,65 @@ async def test_an_event_committed_while_the_relay_publishes_is_not_left_for_the_
         await running_relay
         await producer.stop()
         await pool.close()
+
+
+async def test_one_relay_publishes_at_a_time_and_a_standby_takes_over_when_its_connection_dies(
+    isolation: Isolation,
+) -> None:
+    schema = isolation.schema("relay_pair")
+    await prepare_schema(isolation, schema)
+    await create_topics(isolation, topics.PLATFORM)
+    pools = [await create_pool(dsn=isolation.infra.database_url, schema=schema, max_size=3) for _ in "ab"]
+    producer = create_producer(bootstrap=isolation.infra.kafka, client_id="relay-pair")
+    await producer.start()
+    relays = [
+        OutboxRelay(
+            pool=pool, producer=producer, service="test", schema=schema, topic_prefix=isolation.topic_prefix
+        )
+        for pool in pools
+    ]
+
+    async def emit(first: int, count: int) -> None:
+        async with PostgresUnitOfWork(pool=pools[0], source="test") as uow:
+            for i in range(first, first + count):  # one key, so one partition and one order
+                await uow.emit(TenantCreatedV1(tenant_id="t-1", name=f"n-{i:03d}"))
+            await uow.commit()
+
+    def names(events: list[Any]) -> list[str]:
+        return [p.name for _, p in events]
+
+    stop = asyncio.Event()
+    tasks = [asyncio.create_task(r.run(stop)) for r in relays]
+    try:
+        async with TopicReader(
+            bootstrap=isolation.infra.kafka, topic=f"{isolation.topic_prefix}{topics.PLATFORM}"
+        ) as reader:
+            await asyncio.sleep(0.5)  # both relays listening: one holds the lock, one stands by
+            for n in range(5):
+                await emit(10 * n, 10)
+            await reader.wait_for(lambda ev: len(ev) >= 50, timeout=15, what="the first 50 events")
+            await asyncio.sleep(1.0)  # a second relay publishing too would show up as duplicates here
+            assert names(await reader.poll()) == [f"n-{i:03d}" for i in range(50)], (
+                "published once each, in outbox order, by one relay"
+            )
+
+            holder = await pools[0].fetchval(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND ((classid::bigint << 32) | objid::bigint) = hashtext($1)::bigint",
+                f"gpucloud.relay.{schema}",
+            )
+            assert holder is not None, "the publishing relay holds the schema's lock"
+            assert await pools[0].fetchval("SELECT pg_terminate_backend($1)", holder)
+            for n in range(5, 10):
+                await emit(10 * n, 10)
+            events = await reader.wait_for(
+                lambda ev: len(set(names(ev))) >= 100, timeout=20, what="all 100 events after the takeover"
+            )
+            first_seen = list(dict.fromkeys(names(events)))
+            assert first_seen == [f"n-{i:03d}" for i in range(100)], "nothing lost and the key's order kept"
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks)
+        await producer.stop()
+        for pool in pools:
+            await pool.close()

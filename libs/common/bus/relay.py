@@ -2,12 +2,15 @@
 
 A crash after publishing and before marking republishes the rows on restart; consumers dedupe by
 event id, so delivery is at least once and application exactly once. One relay per schema works
-at a time (an advisory lock per batch), which keeps the per-key order of the outbox.
+at a time, which keeps the per-key order of the outbox: a running relay holds a session advisory lock on
+its listening connection (a standby takes over when that connection goes), and a one-off
+``publish_batch`` takes the same lock for its transaction.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -28,6 +31,7 @@ _SELECT = (
 )
 _MARK = "UPDATE outbox SET sent_at = now() WHERE seq = ANY($1::bigint[])"
 _PRUNE = "DELETE FROM outbox WHERE sent_at < now() - make_interval(secs => $1)"
+_CHANNEL = "gpucloud_outbox"
 
 
 class OutboxRelay:
@@ -58,41 +62,74 @@ class OutboxRelay:
         self._wake = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Publish until ``stop`` is set; wakes on NOTIFY and polls as a fallback."""
-        listener = await self._pool.acquire()
-        await listener.add_listener("gpucloud_outbox", self._on_notify)
-        try:
-            housekeeping_at = 0.0
-            while not stop.is_set():
-                now = asyncio.get_running_loop().time()
-                if now >= housekeeping_at:
-                    housekeeping_at = now + self._housekeeping_interval_s
-                    await self._housekeeping()
-                # Cleared before the batch reads the outbox, so a NOTIFY for rows committed while the
-                # batch runs is kept and the next wait returns at once (clearing after the batch lost
-                # those wake-ups and left such rows waiting for the fallback poll).
-                self._wake.clear()
-                try:
-                    sent = await self.publish_batch()
-                except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
-                    log.warning("outbox relay batch failed, retrying: %s", exc)
-                    sent = 0
-                    await asyncio.sleep(self._poll_interval_s)
-                if sent < self._batch_size:
-                    await self._idle(stop)
-        finally:
-            await listener.remove_listener("gpucloud_outbox", self._on_notify)
-            await self._pool.release(listener)
+        """Publish until ``stop`` is set; wakes on NOTIFY and polls as a fallback.
+
+        While another relay of the schema holds the lock this one stands by, trying again at each
+        wake-up. A lost connection is replaced after the poll interval.
+        """
+        while not stop.is_set():
+            try:
+                await self._run_on_connection(stop)
+            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("outbox relay lost its connection, reconnecting: %s", exc)
+                await self._sleep(stop, self._poll_interval_s)
 
     async def publish_batch(self) -> int:
-        """Publish one batch of unsent rows; returns how many were published."""
+        """Publish one batch of unsent rows, unless a running relay holds the schema; returns how many."""
         async with self._pool.acquire() as conn, conn.transaction():
             if not await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1))", self._lock_key):
                 return 0
-            rows = await conn.fetch(_SELECT, self._batch_size)
-            if rows:
-                await self._publish(rows)
-                await self._mark_sent(conn, [r["seq"] for r in rows])
+            return await self._publish_from(conn)
+
+    async def _run_on_connection(self, stop: asyncio.Event) -> None:
+        conn = await self._pool.acquire()
+        try:
+            await conn.add_listener(_CHANNEL, self._on_notify)
+            while not stop.is_set():
+                if await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", self._lock_key):
+                    try:
+                        await self._lead(conn, stop)
+                    finally:
+                        if not conn.is_closed():
+                            await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", self._lock_key)
+                    if conn.is_closed():
+                        raise asyncpg.InterfaceError("the relay's connection was closed")
+                else:
+                    self._wake.clear()
+                    await self._idle(stop)
+        finally:
+            if not conn.is_closed():
+                with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                    await conn.remove_listener(_CHANNEL, self._on_notify)
+            await self._pool.release(conn)
+
+    async def _lead(self, conn: asyncpg.Connection[Any], stop: asyncio.Event) -> None:
+        """Publish batches over the lock's own connection, two statements each (no transaction needed:
+        marking after publishing is what makes delivery at least once)."""
+        housekeeping_at = 0.0
+        while not stop.is_set() and not conn.is_closed():
+            now = asyncio.get_running_loop().time()
+            if now >= housekeeping_at:
+                housekeeping_at = now + self._housekeeping_interval_s
+                await self._housekeeping()
+            # Cleared before the batch reads the outbox, so a NOTIFY for rows committed while the
+            # batch runs is kept and the next wait returns at once (clearing after the batch lost
+            # those wake-ups and left such rows waiting for the fallback poll).
+            self._wake.clear()
+            try:
+                sent = await self._publish_from(conn)
+            except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
+                log.warning("outbox relay batch failed, retrying: %s", exc)
+                sent = 0
+                await self._sleep(stop, self._poll_interval_s)
+            if sent < self._batch_size:
+                await self._idle(stop)
+
+    async def _publish_from(self, conn: asyncpg.Connection[Any]) -> int:
+        rows = await conn.fetch(_SELECT, self._batch_size)
+        if rows:
+            await self._publish(rows)
+            await self._mark_sent(conn, [r["seq"] for r in rows])
         return len(rows)
 
     async def backlog(self) -> int:
@@ -146,6 +183,11 @@ class OutboxRelay:
     def _on_notify(self, conn: object, pid: int, channel: str, payload: str) -> None:
         if payload == self._schema:
             self._wake.set()
+
+    @staticmethod
+    async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=seconds)
 
     async def _idle(self, stop: asyncio.Event) -> None:
         waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
