@@ -48,7 +48,8 @@ class UnitOfWork(Protocol):
     async def emit(self, payload: Event, *, tenant: str | None = None, time: datetime | None = None) -> str:
         """Record an outgoing event in the outbox; returns the event id.
 
-        ``time`` is when the fact happened (default: now); events about one instant share it.
+        ``time`` is when the fact happened (default: now); events about one instant share it. The row is
+        written with the commit, in the same transaction, in the order of the calls.
         """
         ...
 
@@ -67,25 +68,32 @@ class UnitOfWork(Protocol):
     ) -> None: ...
 
 
-_INSERT_OUTBOX = "INSERT INTO outbox (event_id, topic, key, payload, traceparent) VALUES ($1, $2, $3, $4, $5)"
-_INSERT_OUTBOX_MANY = """
-INSERT INTO outbox (event_id, topic, key, payload, traceparent)
-SELECT e, t, k, p, tp
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[])
-    WITH ORDINALITY AS r(e, t, k, p, tp, n)
-ORDER BY n
+#: A unit of work's events, in emitted order, as one statement that also wakes the relay at commit.
+_WRITE_OUTBOX = """
+WITH o AS (
+    INSERT INTO outbox (event_id, topic, key, payload, traceparent)
+    SELECT e, t, k, p, tp
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::bytea[], $5::text[])
+        WITH ORDINALITY AS r(e, t, k, p, tp, n)
+    ORDER BY n
+)
+SELECT pg_notify('gpucloud_outbox', current_schema())
 """
 
 
 class PostgresUnitOfWork:
-    """A unit of work on a pooled connection; rolls back unless ``commit`` was called."""
+    """A unit of work on a pooled connection; rolls back unless ``commit`` was called.
+
+    Events are kept until the commit and written then in one statement (with the relay's NOTIFY), not one
+    round trip per ``emit``: a consumer batch or a pass that emits many events pays for one.
+    """
 
     def __init__(self, *, pool: asyncpg.Pool[Any], source: str) -> None:
         self._pool = pool
         self._source = source
         self._conn: asyncpg.Connection[Any] | None = None
         self._tx: Any = None
-        self._emitted = False
+        self._outbox: list[OutboxRow] = []
 
     @property
     def conn(self) -> asyncpg.Connection[Any]:
@@ -109,27 +117,24 @@ class PostgresUnitOfWork:
             if self._conn is not None:
                 await self._pool.release(self._conn)
             self._conn = self._tx = None
+            self._outbox = []
 
     async def emit(self, payload: Event, *, tenant: str | None = None, time: datetime | None = None) -> str:
+        if self._tx is None:
+            raise RuntimeError("unit of work used outside `async with` or after its commit")
         row = outbox_row(payload, source=self._source, tenant=tenant, time=time)
-        await self.conn.execute(_INSERT_OUTBOX, *row)
-        self._emitted = True
+        self._outbox.append(row)
         return row[0]
 
     async def emit_many(self, payloads: Sequence[Event], *, tenant: str | None = None) -> list[str]:
-        """One statement for all of them (one round trip instead of one per event)."""
-        if not payloads:
-            return []
-        rows = [outbox_row(p, source=self._source, tenant=tenant) for p in payloads]
-        await self.conn.execute(_INSERT_OUTBOX_MANY, *outbox_columns(rows))
-        self._emitted = True
-        return [row[0] for row in rows]
+        return [await self.emit(p, tenant=tenant) for p in payloads]
 
     async def commit(self) -> None:
         if self._tx is None:
             raise RuntimeError("nothing to commit")
-        if self._emitted:
-            # Delivered at commit: wakes the relay at once instead of at its next poll.
-            await self.conn.execute("SELECT pg_notify('gpucloud_outbox', current_schema())")
+        if self._outbox:
+            # The NOTIFY is delivered at commit: it wakes the relay at once instead of at its next poll.
+            await self.conn.execute(_WRITE_OUTBOX, *outbox_columns(self._outbox))
+            self._outbox = []
         await self._tx.commit()
         self._tx = None
