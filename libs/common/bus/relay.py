@@ -18,6 +18,7 @@ import asyncpg
 from aiokafka import AIOKafkaProducer
 from opentelemetry.trace import SpanKind
 
+from libs.common.db.pool import CUSTOM_PLANS
 from libs.common.observability.metrics import EVENTS_PRODUCED, OUTBOX_BACKLOG
 from libs.common.observability.tracing import current_traceparent, kafka_headers, span_from_traceparent
 
@@ -84,6 +85,9 @@ class OutboxRelay:
     async def _run_on_connection(self, stop: asyncio.Event) -> None:
         conn = await self._pool.acquire()
         try:
+            # The unsent rows are a few at the tail of a table that keeps an hour of sent ones: see
+            # CUSTOM_PLANS (reset below, before the connection goes back to the pool).
+            await conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS['plan_cache_mode']}")
             await conn.add_listener(_CHANNEL, self._on_notify)
             while not stop.is_set():
                 if await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", self._lock_key):
@@ -101,6 +105,7 @@ class OutboxRelay:
             if not conn.is_closed():
                 with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
                     await conn.remove_listener(_CHANNEL, self._on_notify)
+                    await conn.execute("RESET plan_cache_mode")
             await self._pool.release(conn)
 
     async def _lead(self, conn: asyncpg.Connection[Any], stop: asyncio.Event) -> None:
