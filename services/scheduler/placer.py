@@ -43,6 +43,8 @@ PASS_SECONDS = Histogram("scheduler_pass_seconds", "Duration of one schedule pas
 _MAX_YIELD_S = 0.01
 #: How often the placer checks the Redis quota state and ends preemptions whose grace is over.
 _HOUSEKEEPING_S = 0.2
+#: The shortest time between two give-backs of ended placements' quota (a stream of passes shares one).
+_RELEASE_EVERY_S = 0.1
 QUOTA_REBUILDS = Counter("scheduler_quota_rebuilds_total", "Quota state rebuilt from Postgres")
 
 
@@ -90,16 +92,15 @@ async def run_pass(
     ``housekeeping``: first make sure the Redis quota state is intact and end the preemptions whose grace
     is over. The placer does that at most every ``_HOUSEKEEPING_S``, not on every pass of a stream of
     submissions; a quota state lost meanwhile is still caught by the reservation itself (``RebuildNeeded``).
-    Reads go over one connection; the placements of the pass commit together (``commit_placements``).
+    The pass's reads run at once on the placer's pool; its placements commit together (``commit_placements``).
     Giving back the quota of ended placements is not part of it (see ``Placer._release_soon``).
     """
     if housekeeping and not await ctx.quotas.intact():
         await rebuild_quotas(ctx)
-    async with ctx.pool_for_placer.acquire() as conn:
-        if housekeeping:
-            for pid in await Store(conn).expired_preemptions(now=now):
-                await expire_preemption(ctx, pid, now=now)
-        inputs = await load_pass(conn, ctx, now=now, cache=cache)
+    if housekeeping:
+        for pid in await Store(ctx.pool_for_placer).expired_preemptions(now=now):
+            await expire_preemption(ctx, pid, now=now)
+    inputs = await load_pass(ctx.pool_for_placer, ctx, now=now, cache=cache)
     ctx.left_waiting = len(inputs.queue)
     if not inputs.queue:
         return 0
@@ -133,6 +134,7 @@ class Placer:
         self._cache = PassCache()
         self._releasing: asyncio.Task[None] | None = None
         self._housekeeping_at = 0.0
+        self._released_at = 0.0
 
     async def __call__(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         conn: asyncpg.Connection[Any] = await asyncpg.connect(self._ctx.settings.database_url)
@@ -161,7 +163,7 @@ class Placer:
         IS_LEADER.set(1)
         log.info("this replica is now the active placer")
         ctx.placer_pool = await create_pool(
-            dsn=ctx.settings.database_url, schema=schema, max_size=3, stateless=True
+            dsn=ctx.settings.database_url, schema=schema, max_size=4, stateless=True, custom_plans=True
         )
         await rebuild_quotas(ctx)  # a predecessor may have died between a Redis reserve and its commit
         self._cache = PassCache()  # rebuilt from Postgres at each takeover
@@ -212,13 +214,17 @@ class Placer:
         Off the path from a submission to its placement: until it runs, Redis still counts an ended
         placement against its tenant, which can only refuse a reservation, never allow one too many
         (reserve and release are atomic scripts, idempotent per placement). When it gave anything back
-        while the last pass left work waiting, the placer is woken, so that work is placed at once.
+        while the last pass left work waiting, the placer is woken, so that work is placed at once. It
+        runs at most every ``_RELEASE_EVERY_S``: a stream of passes shares one give-back.
         """
         if self._releasing is not None and not self._releasing.done():
             return
         self._releasing = asyncio.create_task(self._release())
 
     async def _release(self) -> None:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, self._released_at + _RELEASE_EVERY_S - loop.time()))
+        self._released_at = loop.time()
         try:
             if await _release_ended(self._ctx) and self._ctx.left_waiting:
                 self._ctx.wake.set()
