@@ -25,6 +25,9 @@ __all__ = [
 ]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+#: One tracer for the process. The API's proxy binds to the provider once one is installed, so it may
+#: be made before ``setup_tracing``; asking the provider for a tracer per span built a new one each time.
+_TRACER = trace.get_tracer("gpucloud")
 _configured = False
 
 
@@ -77,8 +80,7 @@ def span_from_traceparent(
     name: str, *, traceparent: str | None, kind: SpanKind, attributes: dict[str, Any] | None = None
 ) -> Iterator[Span]:
     """Start a span as a child of a remote traceparent (a new trace when there is none)."""
-    tracer = trace.get_tracer("gpucloud")
-    with tracer.start_as_current_span(
+    with _TRACER.start_as_current_span(
         name, context=context_from_traceparent(traceparent), kind=kind, attributes=attributes
     ) as span:
         yield span
