@@ -129,7 +129,11 @@ class ServiceRuntime:
             topics=all_physical_topics(s.kafka_topic_prefix),
             partitions=s.kafka_partitions,
         )
-        self._producer = create_producer(bootstrap=s.kafka_bootstrap_servers, client_id=s.service_name)
+        # Its senders are the relay, which sends each batch's records in one go and then waits for
+        # their acks, and dead-lettering, which waits for each: lingering would only add to every batch.
+        self._producer = create_producer(
+            bootstrap=s.kafka_bootstrap_servers, client_id=s.service_name, linger_ms=0
+        )
         await self._producer.start()
         self._stop.clear()
         if self.run_relay:

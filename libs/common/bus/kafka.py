@@ -17,11 +17,12 @@ __all__ = ["all_physical_topics", "create_consumer", "create_producer", "ensure_
 log = logging.getLogger(__name__)
 
 
-def create_producer(*, bootstrap: str, client_id: str) -> AIOKafkaProducer:
+def create_producer(*, bootstrap: str, client_id: str, linger_ms: int = 2) -> AIOKafkaProducer:
     """A producer that waits for every in-sync replica (acks=all).
 
     The idempotent producer is not used: the embedded broker rejects InitProducerId, and the
-    inbox makes duplicates harmless anyway.
+    inbox makes duplicates harmless anyway. ``linger_ms``: how long a batch waits for more records; 0
+    suits a sender that hands over whole batches at once (the outbox relay), which lingering only delays.
     """
     return AIOKafkaProducer(
         bootstrap_servers=bootstrap,
@@ -29,7 +30,7 @@ def create_producer(*, bootstrap: str, client_id: str) -> AIOKafkaProducer:
         acks="all",
         enable_idempotence=False,
         compression_type="gzip",
-        linger_ms=2,
+        linger_ms=linger_ms,
         max_batch_size=1024 * 1024,
         max_request_size=8 * 1024 * 1024,
         request_timeout_ms=15000,
