@@ -2,21 +2,65 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import asyncpg
+import httpx
 import pytest
 
 from services.scheduler.app import create_app
-from services.scheduler.cluster import WHOLE_SLOT, Grant
+from services.scheduler.cluster import WHOLE_SLOT, GpuView, Grant
 from services.scheduler.commit import commit_placements
 from services.scheduler.context import SchedulerContext
 from services.scheduler.decisions import Placement
 from services.scheduler.loader import PassCache, load_pass
+from services.scheduler.model import Workload
 from services.scheduler.placer import rebuild_quotas
 from services.scheduler.quota import QuotaUsage
 from tests.integration.scheduler.helpers import capacity_known, create_tenant, register_gpus, settings, spec
 from tests.integration.support import Isolation, running
+
+
+@dataclass
+class _Pass:
+    """Workloads submitted and read as a pass reads them, ready for decisions the test makes."""
+
+    headers: dict[str, str]
+    gpus: list[str]
+    ids: list[str]
+    now: datetime
+    views: dict[str, GpuView]
+    workloads: dict[str, Workload]
+
+
+async def _submitted(
+    isolation: Isolation, client: httpx.AsyncClient, ctx: SchedulerContext, *, gpus: int, workloads: int
+) -> _Pass:
+    headers = await create_tenant(client, "acme")
+    uuids = await register_gpus(isolation, count=gpus)
+    await capacity_known(client, headers, gpus)
+    ids = []
+    for _ in range(workloads):
+        created = await client.post("/v1/workloads", json=spec(count=1), headers=headers)
+        assert created.status_code == 201, created.text
+        ids.append(created.json()["workload_id"])
+    await rebuild_quotas(ctx)
+    now = datetime.now(UTC)
+    async with ctx.runtime.pool.acquire() as conn:
+        inputs = await load_pass(conn, ctx, now=now, cache=PassCache())
+    return _Pass(
+        headers=headers,
+        gpus=uuids,
+        ids=ids,
+        now=now,
+        views={g.uuid: g for g in inputs.state.gpus},
+        workloads={e.workload.id: e.workload for e in inputs.queue},
+    )
+
+
+def on(wid: str, gpu: str) -> Placement:
+    return Placement(wid, "acme", (Grant(gpu, "node-1", WHOLE_SLOT, 8.0),), 0.5)
 
 
 async def test_a_failed_batch_gives_its_quota_back_and_falls_back_to_one_at_a_time(
@@ -26,23 +70,8 @@ async def test_a_failed_batch_gives_its_quota_back_and_falls_back_to_one_at_a_ti
     app.state.runtime.background = []  # no placer: the test makes the decisions
     ctx: SchedulerContext = app.state.scheduler
     async with running(app) as client:
-        headers = await create_tenant(client, "acme")
-        gpus = await register_gpus(isolation, count=3)
-        await capacity_known(client, headers, 3)
-        ids = []
-        for _ in range(4):
-            created = await client.post("/v1/workloads", json=spec(count=1), headers=headers)
-            assert created.status_code == 201, created.text
-            ids.append(created.json()["workload_id"])
-        await rebuild_quotas(ctx)
-        now = datetime.now(UTC)
-        async with ctx.runtime.pool.acquire() as conn:
-            inputs = await load_pass(conn, ctx, now=now, cache=PassCache())
-        views = {g.uuid: g for g in inputs.state.gpus}
-        workloads = {e.workload.id: e.workload for e in inputs.queue}
-
-        def on(wid: str, gpu: str) -> Placement:
-            return Placement(wid, "acme", (Grant(gpu, "node-1", WHOLE_SLOT, 8.0),), 0.5)
+        ready = await _submitted(isolation, client, ctx, gpus=3, workloads=4)
+        gpus, ids, now, views, workloads = ready.gpus, ready.ids, ready.now, ready.views, ready.workloads
 
         # Two clean decisions commit as one batch.
         placed = await commit_placements(
@@ -76,28 +105,14 @@ async def test_a_workload_cancelled_after_the_pass_read_it_is_not_placed_and_its
     app.state.runtime.background = []  # no placer: the test makes the decisions
     ctx: SchedulerContext = app.state.scheduler
     async with running(app) as client:
-        headers = await create_tenant(client, "acme")
-        gpus = await register_gpus(isolation, count=2)
-        await capacity_known(client, headers, 2)
-        ids = []
-        for _ in range(2):
-            created = await client.post("/v1/workloads", json=spec(count=1), headers=headers)
-            assert created.status_code == 201, created.text
-            ids.append(created.json()["workload_id"])
-        await rebuild_quotas(ctx)
-        now = datetime.now(UTC)
-        async with ctx.runtime.pool.acquire() as conn:
-            inputs = await load_pass(conn, ctx, now=now, cache=PassCache())
-        views = {g.uuid: g for g in inputs.state.gpus}
-        workloads = {e.workload.id: e.workload for e in inputs.queue}
-        cancelled = await client.post(f"/v1/workloads/{ids[1]}/cancel", headers=headers)
+        ready = await _submitted(isolation, client, ctx, gpus=2, workloads=2)
+        ids = ready.ids
+        cancelled = await client.post(f"/v1/workloads/{ids[1]}/cancel", headers=ready.headers)
         assert cancelled.status_code == 200, cancelled.text
 
-        decisions = [
-            Placement(wid, "acme", (Grant(gpu, "node-1", WHOLE_SLOT, 8.0),), 0.5)
-            for wid, gpu in zip(ids, gpus, strict=False)
-        ]
-        assert await commit_placements(ctx, decisions, workloads, now=now, gpus=views) == 1
+        decisions = [on(wid, gpu) for wid, gpu in zip(ids, ready.gpus, strict=True)]
+        placed = await commit_placements(ctx, decisions, ready.workloads, now=ready.now, gpus=ready.views)
+        assert placed == 1
         assert await ctx.quotas.usage(tenant="acme") == QuotaUsage(gpus=1, units_milli=8000, workloads=1), (
             "the cancelled workload's reservation was given back"
         )
