@@ -95,9 +95,9 @@ async def run_pass(
     The pass's reads run at once on the placer's pool; its placements commit together (``commit_placements``).
     Giving back the quota of ended placements is not part of it (see ``Placer._release_soon``).
     """
-    if housekeeping and not await ctx.quotas.intact():
-        await rebuild_quotas(ctx)
     if housekeeping:
+        if not await ctx.quotas.intact():
+            await rebuild_quotas(ctx)
         for pid in await Store(ctx.pool_for_placer).expired_preemptions(now=now):
             await expire_preemption(ctx, pid, now=now)
     inputs = await load_pass(ctx.pool_for_placer, ctx, now=now, cache=cache)
