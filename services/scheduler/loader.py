@@ -111,29 +111,19 @@ def _quotas_of(row: asyncpg.Record) -> dict[str, QuotaLimits]:
 
 
 async def load_pass(
-    db: asyncpg.Connection[Any] | asyncpg.Pool[Any],
-    ctx: SchedulerContext,
-    *,
-    now: datetime,
-    cache: PassCache | None = None,
+    pool: asyncpg.Pool[Any], ctx: SchedulerContext, *, now: datetime, cache: PassCache | None = None
 ) -> PassInputs:
     """Everything one schedule pass decides over (GPU rows read again only when the fleet changed).
 
-    Given a pool, the queue, the policy row and the live placements are read at once over three of its
-    connections (one round trip of waiting instead of three); given a connection, one after the other.
-    Each is its own snapshot either way, as the pass has always read them.
+    The queue, the policy row and the live placements are read at once over three of the pool's
+    connections (one round trip of waiting instead of three), each its own snapshot as the pass has
+    always read them.
     """
     cache = cache or PassCache()
-    store, fleet = Store(db), FleetStore(db)
-    if isinstance(db, asyncpg.Pool):
-        waiting, policy, live_rows = await asyncio.gather(
-            store.waiting(), fleet.pass_policy(), store.live_placements()
-        )
-    else:
-        waiting = await store.waiting()
-        if not waiting:
-            return PassInputs(state=ClusterState(gpus=(), allocations=()), queue=[], quotas={}, waiting=[])
-        policy, live_rows = await fleet.pass_policy(), await store.live_placements()
+    store, fleet = Store(pool), FleetStore(pool)
+    waiting, policy, live_rows = await asyncio.gather(
+        store.waiting(), fleet.pass_policy(), store.live_placements()
+    )
     if not waiting:
         return PassInputs(state=ClusterState(gpus=(), allocations=()), queue=[], quotas={}, waiting=[])
     if policy["version"] != cache.fleet_version or cache.fleet_version is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -34,6 +36,18 @@ class _Pass:
     workloads: dict[str, Workload]
 
 
+@asynccontextmanager
+async def _deciding_by_hand(
+    isolation: Isolation, *, gpus: int, workloads: int
+) -> AsyncIterator[tuple[SchedulerContext, httpx.AsyncClient, _Pass]]:
+    """A scheduler without its placer, with workloads submitted and read as a pass reads them."""
+    app = create_app(settings(isolation))
+    app.state.runtime.background = []  # no placer: the test makes the decisions
+    ctx: SchedulerContext = app.state.scheduler
+    async with running(app) as client:
+        yield ctx, client, await _submitted(isolation, client, ctx, gpus=gpus, workloads=workloads)
+
+
 async def _submitted(
     isolation: Isolation, client: httpx.AsyncClient, ctx: SchedulerContext, *, gpus: int, workloads: int
 ) -> _Pass:
@@ -47,8 +61,7 @@ async def _submitted(
         ids.append(created.json()["workload_id"])
     await rebuild_quotas(ctx)
     now = datetime.now(UTC)
-    async with ctx.runtime.pool.acquire() as conn:
-        inputs = await load_pass(conn, ctx, now=now, cache=PassCache())
+    inputs = await load_pass(ctx.runtime.pool, ctx, now=now, cache=PassCache())
     return _Pass(
         headers=headers,
         gpus=uuids,
@@ -66,11 +79,7 @@ def on(wid: str, gpu: str) -> Placement:
 async def test_a_failed_batch_gives_its_quota_back_and_falls_back_to_one_at_a_time(
     isolation: Isolation,
 ) -> None:
-    app = create_app(settings(isolation))
-    app.state.runtime.background = []  # no placer: the test makes the decisions
-    ctx: SchedulerContext = app.state.scheduler
-    async with running(app) as client:
-        ready = await _submitted(isolation, client, ctx, gpus=3, workloads=4)
+    async with _deciding_by_hand(isolation, gpus=3, workloads=4) as (ctx, _client, ready):
         gpus, ids, now, views, workloads = ready.gpus, ready.ids, ready.now, ready.views, ready.workloads
 
         # Two clean decisions commit as one batch.
@@ -101,11 +110,7 @@ async def test_a_failed_batch_gives_its_quota_back_and_falls_back_to_one_at_a_ti
 async def test_a_workload_cancelled_after_the_pass_read_it_is_not_placed_and_its_quota_is_given_back(
     isolation: Isolation,
 ) -> None:
-    app = create_app(settings(isolation))
-    app.state.runtime.background = []  # no placer: the test makes the decisions
-    ctx: SchedulerContext = app.state.scheduler
-    async with running(app) as client:
-        ready = await _submitted(isolation, client, ctx, gpus=2, workloads=2)
+    async with _deciding_by_hand(isolation, gpus=2, workloads=2) as (ctx, client, ready):
         ids = ready.ids
         cancelled = await client.post(f"/v1/workloads/{ids[1]}/cancel", headers=ready.headers)
         assert cancelled.status_code == 200, cancelled.text
