@@ -72,6 +72,11 @@ async def _placements_known(app: FastAPI, count: int) -> None:
     await eventually(probe, timeout=30, what=f"{count} placements recorded")
 
 
+def _recovery_events(iso: Isolation) -> TopicReader:
+    """A reader of the recovery topic, where the service's requests and incident progress appear."""
+    return TopicReader(bootstrap=iso.infra.kafka, topic=iso.topic_prefix + topics.RECOVERY)
+
+
 def _of(events: Events, cls: type[Any]) -> list[Any]:
     return [p for _, p in events if isinstance(p, cls)]
 
@@ -80,10 +85,9 @@ async def test_xid_79_drains_the_node_migrates_the_workload_reports_progress_and
     isolation: Isolation,
 ) -> None:
     app = _app(isolation)
-    recovery_topic = isolation.topic_prefix + topics.RECOVERY
     async with (
         running(app) as client,
-        TopicReader(bootstrap=isolation.infra.kafka, topic=recovery_topic) as r,
+        _recovery_events(isolation) as r,
     ):
         await _send(isolation, topics.SCHEDULER, _placed("w1", "acme", gpu="g1", node="n1", placement="p1"))
         await _placements_known(app, 1)
@@ -143,10 +147,9 @@ async def test_a_repeat_folds_into_its_incident_and_a_tenant_sees_only_its_own_i
     isolation: Isolation,
 ) -> None:
     app = _app(isolation)
-    recovery_topic = isolation.topic_prefix + topics.RECOVERY
     async with (
         running(app) as client,
-        TopicReader(bootstrap=isolation.infra.kafka, topic=recovery_topic) as r,
+        _recovery_events(isolation) as r,
     ):
         key = await provision_tenant(isolation, "acme")
         await _send(
@@ -210,8 +213,7 @@ async def test_a_workload_reported_on_a_gpu_after_its_incident_escalated_is_move
     isolation: Isolation,
 ) -> None:
     app = _app(isolation)
-    recovery_topic = isolation.topic_prefix + topics.RECOVERY
-    async with running(app), TopicReader(bootstrap=isolation.infra.kafka, topic=recovery_topic) as r:
+    async with running(app), _recovery_events(isolation) as r:
         ecc = FaultSignaledV1(fault_id="f1", kind="ecc", gpu_uuid="g1", node="n1", at=datetime.now(UTC))
         await _send(isolation, topics.TELEMETRY_FAULTS, ecc)
         events = await r.wait_for(lambda evs: bool(_of(evs, DrainRequestedV1)), timeout=30, what="drain")
@@ -233,8 +235,7 @@ async def test_a_second_fault_on_a_gpu_already_drained_goes_on_without_a_health_
     isolation: Isolation,
 ) -> None:
     app = _app(isolation)
-    recovery_topic = isolation.topic_prefix + topics.RECOVERY
-    async with running(app), TopicReader(bootstrap=isolation.infra.kafka, topic=recovery_topic) as r:
+    async with running(app), _recovery_events(isolation) as r:
         await _send(isolation, topics.TELEMETRY_FAULTS, _fault("f1", xid=48, gpu="g1", node="n1"))
         await r.wait_for(lambda evs: bool(_of(evs, DrainRequestedV1)), timeout=30, what="first drain")
         await _send(isolation, topics.INVENTORY, _health("g1", "n1", previous="healthy", health="draining"))
@@ -275,8 +276,7 @@ async def test_a_gpu_is_not_returned_to_service_while_another_incident_on_it_is_
     isolation: Isolation,
 ) -> None:
     app = _app(isolation)
-    recovery_topic = isolation.topic_prefix + topics.RECOVERY
-    async with running(app), TopicReader(bootstrap=isolation.infra.kafka, topic=recovery_topic) as r:
+    async with running(app), _recovery_events(isolation) as r:
         await _send(isolation, topics.TELEMETRY_FAULTS, _fault("f1", xid=48, gpu="g1", node="n1"))
         await r.wait_for(lambda evs: len(_of(evs, DrainRequestedV1)) == 1, timeout=30, what="first drain")
         # A second, unrecoverable fault of the same GPU (ECC burst: it must go to failed), before the drain.
