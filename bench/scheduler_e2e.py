@@ -80,7 +80,7 @@ class Watcher:
             group_id=prefix + "bench",
             auto_offset_reset="earliest",
             enable_auto_commit=False,
-            fetch_max_wait_ms=5,
+            fetch_max_wait_ms=int(os.environ.get("BENCH_FETCH_WAIT_MS", "5")),
         )
         self._producer = create_producer(bootstrap=bootstrap, client_id="bench-agent")
         self.ready = asyncio.Event()
@@ -212,7 +212,8 @@ async def wait_ready(client: aiohttp.ClientSession) -> None:
     raise TimeoutError("the scheduler service did not become ready")
 
 
-async def run(env: BenchEnv, bootstrap: str) -> None:
+async def run(env: BenchEnv, broker: EmbeddedBroker) -> None:
+    bootstrap = broker.bootstrap
     port = free_port()
     service = start_service(env, bootstrap, port)
     stop = asyncio.Event()
@@ -245,12 +246,15 @@ async def run(env: BenchEnv, bootstrap: str) -> None:
             await _all_seen(warm, watcher.arrived)
             log(f"submitting {RATE_PER_S}/s for {SECONDS}s")
             PHASE["service_cpu_begin"] = cpu_seconds(service.pid)
+            PHASE["broker_cpu_begin"] = cpu_seconds(broker.pid) if broker.pid else 0.0
             sent = await submit_all(client, headers, count=RATE_PER_S * SECONDS)
             log(f"submitted {len(sent)}; {len(watcher.arrived)} placements seen so far")
             await _all_seen(sent, watcher.arrived)
             gc.enable()
             PHASE["cpu_s"] = time.process_time() - PHASE["cpu_begin"]
             PHASE["service_cpu_s"] = cpu_seconds(service.pid) - PHASE["service_cpu_begin"]
+            if broker.pid:
+                PHASE["broker_cpu_s"] = cpu_seconds(broker.pid) - PHASE["broker_cpu_begin"]
             stop.set()
             await watching
     finally:
@@ -283,6 +287,8 @@ def report(sent: dict[str, float], arrived: dict[str, float]) -> None:
         # deadline): of the scheduler process, and of this one (HTTP client, topic reader, stand-in agent).
         emit(BENCH, "service_cpu_ms_per_submission", PHASE["service_cpu_s"] * 1000 / len(sent), "ms")
         emit(BENCH, "client_cpu_ms_per_submission", PHASE["cpu_s"] * 1000 / len(sent), "ms")
+        if "broker_cpu_s" in PHASE:
+            emit(BENCH, "broker_cpu_ms_per_submission", PHASE["broker_cpu_s"] * 1000 / len(sent), "ms")
     if HTTP_MS:
         emit(BENCH, "http_submit_p50_ms", percentile(HTTP_MS, 50), "ms")
         emit(BENCH, "http_submit_p99_ms", percentile(HTTP_MS, 99), "ms")
@@ -327,7 +333,7 @@ def main() -> None:
     log_path = Path(tempfile.gettempdir()) / f"bench-{env.token}-tansu.log"
     with EmbeddedBroker(log_path=log_path) as broker:
         try:
-            asyncio.run(run(env, broker.bootstrap))
+            asyncio.run(run(env, broker))
         finally:
             asyncio.run(cleanup(env))
 

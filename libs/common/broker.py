@@ -67,6 +67,11 @@ class EmbeddedBroker:
         """The bootstrap address clients use."""
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The broker process's id while it runs (benchmarks read its CPU time)."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
     def start(self, *, timeout_s: float = 20.0) -> EmbeddedBroker:
         """Start the broker and wait until its port accepts connections."""
         url = f"tcp://127.0.0.1:{self.port}"

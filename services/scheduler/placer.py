@@ -45,6 +45,8 @@ _MAX_YIELD_S = 0.01
 _HOUSEKEEPING_S = 0.2
 #: The shortest time between two give-backs of ended placements' quota (a stream of passes shares one).
 _RELEASE_EVERY_S = 0.1
+#: Ended placements given back per round trip (one give-back takes as many rounds as it needs).
+_RELEASE_BATCH = 1000
 QUOTA_REBUILDS = Counter("scheduler_quota_rebuilds_total", "Quota state rebuilt from Postgres")
 
 
@@ -66,13 +68,16 @@ async def rebuild_quotas(ctx: SchedulerContext) -> None:
 
 async def _release_ended(ctx: SchedulerContext) -> int:
     """Give back the quota of placements that ended since (idempotent per placement in Redis)."""
+    released = 0
     async with ctx.pool_for_placer.acquire() as conn:
         store = Store(conn)
-        rows = await store.unreleased()
-        if rows:
+        while rows := await store.unreleased(limit=_RELEASE_BATCH):
             await ctx.quotas.release_many([(r["tenant_id"], r["placement_id"]) for r in rows])
             await store.mark_released([r["placement_id"] for r in rows])
-    return len(rows)
+            released += len(rows)
+            if len(rows) < _RELEASE_BATCH:
+                break
+    return released
 
 
 def _changed(row: Mapping[str, Any], q: QueuePosition) -> bool:
@@ -163,7 +168,7 @@ class Placer:
         IS_LEADER.set(1)
         log.info("this replica is now the active placer")
         ctx.placer_pool = await create_pool(
-            dsn=ctx.settings.database_url, schema=schema, max_size=4, stateless=True, custom_plans=True
+            dsn=ctx.settings.database_url, schema=schema, max_size=4, stateless=True, queue_reads=True
         )
         await rebuild_quotas(ctx)  # a predecessor may have died between a Redis reserve and its commit
         self._cache = PassCache()  # rebuilt from Postgres at each takeover

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,6 +20,7 @@ from libs.common.bus import (
     create_consumer,
     create_producer,
 )
+from libs.common.bus import relay as relay_module
 from libs.common.db import PostgresUnitOfWork, create_pool
 from libs.common.events import topics
 from libs.common.events.platform import TenantCreatedV1
@@ -309,3 +311,60 @@ async def test_one_relay_publishes_at_a_time_and_a_standby_takes_over_when_its_c
         await producer.stop()
         for pool in pools:
             await pool.close()
+
+
+async def test_the_relay_reads_unsent_rows_through_the_index_and_hands_its_connection_back_unchanged(
+    isolation: Isolation,
+) -> None:
+    schema = isolation.schema("relay_reads")
+    await prepare_schema(isolation, schema)
+    await create_topics(isolation, topics.PLATFORM)
+    pool = await create_pool(dsn=isolation.infra.database_url, schema=schema, min_size=2, max_size=2)
+    producer = create_producer(bootstrap=isolation.infra.kafka, client_id="relay-reads")
+    await producer.start()
+    relay = OutboxRelay(
+        pool=pool, producer=producer, service="test", schema=schema, topic_prefix=isolation.topic_prefix
+    )
+    try:
+        async with PostgresUnitOfWork(pool=pool, source="test") as uow:
+            for i in range(300):
+                await uow.emit(TenantCreatedV1(tenant_id=f"t-{i}", name=f"n-{i}"))
+            await uow.commit()
+        # Sent rows leave the partial index's predicate, but their entries stay until a vacuum.
+        await pool.execute("UPDATE outbox SET sent_at = now() WHERE seq <= (SELECT max(seq) - 3 FROM outbox)")
+
+        async with pool.acquire() as conn, conn.transaction():
+            await relay_module._configure(conn, local=True)
+            plan = await conn.fetchval(f"EXPLAIN (FORMAT JSON) {relay_module._SELECT}", 500)
+        nodes = json.dumps(plan)
+        assert '"Index Name": "outbox_unsent"' in nodes, nodes
+        assert "Bitmap" not in nodes, "a bitmap scan never marks the sent rows' entries dead"
+        assert '"Node Type": "Sort"' not in nodes, "the index's order is the read's order"
+
+        stop = asyncio.Event()
+        task = asyncio.create_task(relay.run(stop))  # one connection of the pool is the relay's while it runs
+        watcher = await asyncpg.connect(isolation.infra.database_url, server_settings={"search_path": schema})
+        try:
+            await eventually(lambda: _none_unsent(watcher), what="the three unsent rows published")
+        finally:
+            await watcher.close()
+        stop.set()
+        await asyncio.wait_for(task, timeout=10)
+        # Both of the pool's connections, one of them the relay's: each has the defaults again.
+        async with pool.acquire() as first, pool.acquire() as second:
+            changed = [
+                row["name"]
+                for conn in (first, second)
+                for row in await conn.fetch(
+                    "SELECT name FROM pg_settings WHERE name = ANY($1::text[]) AND setting <> reset_val",
+                    list(relay_module._SESSION),
+                )
+            ]
+        assert changed == [], changed
+    finally:
+        await producer.stop()
+        await pool.close()
+
+
+async def _none_unsent(conn: asyncpg.Connection[Any]) -> bool:
+    return bool(await conn.fetchval("SELECT count(*) = 0 FROM outbox WHERE sent_at IS NULL"))

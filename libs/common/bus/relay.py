@@ -18,7 +18,7 @@ import asyncpg
 from aiokafka import AIOKafkaProducer
 from opentelemetry.trace import SpanKind
 
-from libs.common.db.pool import CUSTOM_PLANS
+from libs.common.db.pool import QUEUE_READS
 from libs.common.observability.metrics import EVENTS_PRODUCED, OUTBOX_BACKLOG
 from libs.common.observability.tracing import current_traceparent, kafka_headers, span_from_traceparent
 
@@ -33,6 +33,17 @@ _SELECT = (
 _MARK = "UPDATE outbox SET sent_at = now() WHERE seq = ANY($1::bigint[])"
 _PRUNE = "DELETE FROM outbox WHERE sent_at < now() - make_interval(secs => $1)"
 _CHANNEL = "gpucloud_outbox"
+#: The relay's connection runs only _SELECT (the unsent-rows index) and _MARK (the primary key), so
+#: sequential scans can be ruled out there: the planner never picks one over a table without statistics.
+_SESSION = {**QUEUE_READS, "enable_seqscan": "off"}
+
+
+async def _configure(conn: asyncpg.Connection[Any], *, local: bool) -> None:
+    """Apply ``_SESSION`` to the connection, or to its transaction only (``local``)."""
+    names, values = list(_SESSION), list(_SESSION.values())
+    await conn.execute(
+        "SELECT set_config(n, v, $3) FROM unnest($1::text[], $2::text[]) AS s(n, v)", names, values, local
+    )
 
 
 class OutboxRelay:
@@ -80,14 +91,15 @@ class OutboxRelay:
         async with self._pool.acquire() as conn, conn.transaction():
             if not await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext($1))", self._lock_key):
                 return 0
+            await _configure(conn, local=True)
             return await self._publish_from(conn)
 
     async def _run_on_connection(self, stop: asyncio.Event) -> None:
         conn = await self._pool.acquire()
         try:
-            # The unsent rows are a few at the tail of a table that keeps an hour of sent ones: see
-            # CUSTOM_PLANS (reset below, before the connection goes back to the pool).
-            await conn.execute(f"SET plan_cache_mode = {CUSTOM_PLANS['plan_cache_mode']}")
+            # The unsent rows are the tail of a table that keeps an hour of sent ones: see _SESSION
+            # (reset below, before the connection goes back to the pool).
+            await _configure(conn, local=False)
             await conn.add_listener(_CHANNEL, self._on_notify)
             while not stop.is_set():
                 if await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", self._lock_key):
@@ -105,7 +117,7 @@ class OutboxRelay:
             if not conn.is_closed():
                 with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
                     await conn.remove_listener(_CHANNEL, self._on_notify)
-                    await conn.execute("RESET plan_cache_mode")
+                    await conn.execute("; ".join(f"RESET {name}" for name in _SESSION))
             await self._pool.release(conn)
 
     async def _lead(self, conn: asyncpg.Connection[Any], stop: asyncio.Event) -> None:

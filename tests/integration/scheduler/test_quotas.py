@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from libs.common.events.scheduler import WorkloadPlacedV1
 from libs.common.redis import Keyspace, create_redis
+from services.scheduler import placer
 from services.scheduler.app import create_app
 from tests.integration.scheduler.helpers import (
     agent_reports,
@@ -60,6 +62,33 @@ async def test_quota_exhaustion_is_refused_naming_the_limit(isolation: Isolation
         error = refused.json()["error"]
         assert error["field"] == "quota.workloads"
         assert "concurrent workloads: limit 1, in use 1" in error["message"]
+
+
+async def test_quota_of_more_ended_placements_than_one_batch_is_all_given_back(
+    isolation: Isolation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(placer, "_RELEASE_BATCH", 1)  # three ended placements: three rounds
+    app = create_app(settings(isolation))
+    async with running(app) as client, scheduler_reader(isolation) as reader:
+        headers = await create_tenant(client, "acme")
+        await register_gpus(isolation, count=3)
+        await capacity_known(client, headers, 3)
+        put = await client.put("/v1/admin/tenants/acme/quota", json={"gpus": 3}, headers=ADMIN_HEADERS)
+        assert put.status_code == 200, put.text
+        ids = [
+            (await client.post("/v1/workloads", json=spec(count=1), headers=headers)).json()["workload_id"]
+            for _ in range(3)
+        ]
+        events = await reader.wait_for(
+            lambda evs: all(any(isinstance(p, WorkloadPlacedV1) for p in of_workload(evs, w)) for w in ids),
+            what="three placements",
+        )
+        await eventually(lambda: _used(client, "gpus", 3), what="three GPUs counted")
+        for w in ids:
+            placed = next(p for p in of_workload(events, w) if isinstance(p, WorkloadPlacedV1))
+            await agent_reports(isolation, placed, outcome="completed")
+        await eventually(lambda: _used(client, "gpus", 0), what="every ended placement's GPU given back")
+        assert (await _quota(client))["usage"]["workloads"] == 0
 
 
 async def _used(client: httpx.AsyncClient, dim: str, value: float) -> bool:
