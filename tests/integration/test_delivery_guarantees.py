@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
+from aiokafka import AIOKafkaProducer
 
 from libs.common.bus import (
     ConsumerRunner,
@@ -206,49 +207,60 @@ class _CommitsDuringBatch(OutboxRelay):
         await super()._publish(rows)
 
 
+@asynccontextmanager
+async def _relay_schema(
+    iso: Isolation, name: str, **pool_args: int
+) -> AsyncIterator[tuple[str, asyncpg.Pool[Any], AIOKafkaProducer]]:
+    """A schema of the test's own with the platform tables and topic, a pool on it and a started producer."""
+    schema = iso.schema(name)
+    await prepare_schema(iso, schema)
+    await create_topics(iso, topics.PLATFORM)
+    pool = await create_pool(dsn=iso.infra.database_url, schema=schema, **pool_args)
+    producer = create_producer(bootstrap=iso.infra.kafka, client_id=name)
+    await producer.start()
+    try:
+        yield schema, pool, producer
+    finally:
+        await producer.stop()
+        await pool.close()
+
+
 async def test_an_event_committed_while_the_relay_publishes_is_not_left_for_the_fallback_poll(
     isolation: Isolation,
 ) -> None:
-    schema = isolation.schema("relay_wake")
-    await prepare_schema(isolation, schema)
-    await create_topics(isolation, topics.PLATFORM)
-    pool = await create_pool(dsn=isolation.infra.database_url, schema=schema, max_size=4)
-    producer = create_producer(bootstrap=isolation.infra.kafka, client_id="relay-wake")
-    await producer.start()
+    async with _relay_schema(isolation, "relay_wake", max_size=4) as (schema, pool, producer):
 
-    async def emit(tenant: str) -> None:
-        async with PostgresUnitOfWork(pool=pool, source="test") as uow:
-            await uow.emit(TenantCreatedV1(tenant_id=tenant, name="T"))
-            await uow.commit()  # NOTIFYs the relay
+        async def emit(tenant: str) -> None:
+            async with PostgresUnitOfWork(pool=pool, source="test") as uow:
+                await uow.emit(TenantCreatedV1(tenant_id=tenant, name="T"))
+                await uow.commit()  # NOTIFYs the relay
 
-    async def second_commit() -> None:
-        await emit("t-during")
-        await asyncio.sleep(0.3)  # its NOTIFY reaches the relay while this batch is still publishing
+        async def second_commit() -> None:
+            await emit("t-during")
+            await asyncio.sleep(0.3)  # its NOTIFY reaches the relay while this batch is still publishing
 
-    relay = _CommitsDuringBatch(
-        pool=pool,
-        on_first_batch=second_commit,
-        producer=producer,
-        service="test",
-        schema=schema,
-        topic_prefix=isolation.topic_prefix,
-        poll_interval_s=60.0,  # far beyond the wait below: only a kept wake-up can publish in time
-    )
-    stop = asyncio.Event()
-    running_relay = asyncio.create_task(relay.run(stop))
-    try:
-        async with TopicReader(
-            bootstrap=isolation.infra.kafka, topic=f"{isolation.topic_prefix}{topics.PLATFORM}"
-        ) as reader:
-            await asyncio.sleep(0.5)  # the relay is listening and idle
-            await emit("t-first")
-            events = await reader.wait_for(lambda ev: len(ev) >= 2, timeout=15, what="both events")
-            assert sorted(p.tenant_id for _, p in events) == ["t-during", "t-first"]  # type: ignore[attr-defined]
-    finally:
-        stop.set()
-        await running_relay
-        await producer.stop()
-        await pool.close()
+        relay = _CommitsDuringBatch(
+            pool=pool,
+            on_first_batch=second_commit,
+            producer=producer,
+            service="test",
+            schema=schema,
+            topic_prefix=isolation.topic_prefix,
+            poll_interval_s=60.0,  # far beyond the wait below: only a kept wake-up can publish in time
+        )
+        stop = asyncio.Event()
+        running_relay = asyncio.create_task(relay.run(stop))
+        try:
+            async with TopicReader(
+                bootstrap=isolation.infra.kafka, topic=f"{isolation.topic_prefix}{topics.PLATFORM}"
+            ) as reader:
+                await asyncio.sleep(0.5)  # the relay is listening and idle
+                await emit("t-first")
+                events = await reader.wait_for(lambda ev: len(ev) >= 2, timeout=15, what="both events")
+                assert sorted(p.tenant_id for _, p in events) == ["t-during", "t-first"]  # type: ignore[attr-defined]
+        finally:
+            stop.set()
+            await running_relay
 
 
 async def test_one_relay_publishes_at_a_time_and_a_standby_takes_over_when_its_connection_dies(
@@ -316,16 +328,10 @@ async def test_one_relay_publishes_at_a_time_and_a_standby_takes_over_when_its_c
 async def test_the_relay_reads_unsent_rows_through_the_index_and_hands_its_connection_back_unchanged(
     isolation: Isolation,
 ) -> None:
-    schema = isolation.schema("relay_reads")
-    await prepare_schema(isolation, schema)
-    await create_topics(isolation, topics.PLATFORM)
-    pool = await create_pool(dsn=isolation.infra.database_url, schema=schema, min_size=2, max_size=2)
-    producer = create_producer(bootstrap=isolation.infra.kafka, client_id="relay-reads")
-    await producer.start()
-    relay = OutboxRelay(
-        pool=pool, producer=producer, service="test", schema=schema, topic_prefix=isolation.topic_prefix
-    )
-    try:
+    async with _relay_schema(isolation, "relay_reads", min_size=2, max_size=2) as (schema, pool, producer):
+        relay = OutboxRelay(
+            pool=pool, producer=producer, service="test", schema=schema, topic_prefix=isolation.topic_prefix
+        )
         async with PostgresUnitOfWork(pool=pool, source="test") as uow:
             for i in range(300):
                 await uow.emit(TenantCreatedV1(tenant_id=f"t-{i}", name=f"n-{i}"))
@@ -361,9 +367,6 @@ async def test_the_relay_reads_unsent_rows_through_the_index_and_hands_its_conne
                 )
             ]
         assert changed == [], changed
-    finally:
-        await producer.stop()
-        await pool.close()
 
 
 async def _none_unsent(conn: asyncpg.Connection[Any]) -> bool:

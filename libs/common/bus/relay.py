@@ -33,8 +33,8 @@ _SELECT = (
 _MARK = "UPDATE outbox SET sent_at = now() WHERE seq = ANY($1::bigint[])"
 _PRUNE = "DELETE FROM outbox WHERE sent_at < now() - make_interval(secs => $1)"
 _CHANNEL = "gpucloud_outbox"
-#: The relay's connection runs only _SELECT (the unsent-rows index) and _MARK (the primary key), so
-#: sequential scans can be ruled out there: the planner never picks one over a table without statistics.
+#: The relay's connection runs only _SELECT (through the unsent-rows index) and _MARK (by primary key), so
+#: sequential scans can be ruled out there; without statistics the planner may prefer one to the index.
 _SESSION = {**QUEUE_READS, "enable_seqscan": "off"}
 
 

@@ -22,7 +22,7 @@ from tests.integration.scheduler.helpers import (
     settings,
     spec,
 )
-from tests.integration.support import ADMIN_HEADERS, Isolation, eventually, running
+from tests.integration.support import ADMIN_HEADERS, Isolation, TopicReader, eventually, running
 
 FLUSHED_DB = 13
 
@@ -75,20 +75,27 @@ async def test_quota_of_more_ended_placements_than_one_batch_is_all_given_back(
         await capacity_known(client, headers, 3)
         put = await client.put("/v1/admin/tenants/acme/quota", json={"gpus": 3}, headers=ADMIN_HEADERS)
         assert put.status_code == 200, put.text
-        ids = [
-            (await client.post("/v1/workloads", json=spec(count=1), headers=headers)).json()["workload_id"]
-            for _ in range(3)
-        ]
-        events = await reader.wait_for(
-            lambda evs: all(any(isinstance(p, WorkloadPlacedV1) for p in of_workload(evs, w)) for w in ids),
-            what="three placements",
-        )
+        placed = await _three_placed(client, headers, reader)
         await eventually(lambda: _used(client, "gpus", 3), what="three GPUs counted")
-        for w in ids:
-            placed = next(p for p in of_workload(events, w) if isinstance(p, WorkloadPlacedV1))
-            await agent_reports(isolation, placed, outcome="completed")
+        for one in placed:
+            await agent_reports(isolation, one, outcome="completed")
         await eventually(lambda: _used(client, "gpus", 0), what="every ended placement's GPU given back")
         assert (await _quota(client))["usage"]["workloads"] == 0
+
+
+async def _three_placed(
+    client: httpx.AsyncClient, headers: dict[str, str], reader: TopicReader
+) -> list[WorkloadPlacedV1]:
+    """Three one-GPU workloads submitted, and their placements as read from the scheduler topic."""
+    ids = [
+        (await client.post("/v1/workloads", json=spec(count=1), headers=headers)).json()["workload_id"]
+        for _ in range(3)
+    ]
+    events = await reader.wait_for(
+        lambda evs: all(any(isinstance(p, WorkloadPlacedV1) for p in of_workload(evs, w)) for w in ids),
+        what="three placements",
+    )
+    return [next(p for p in of_workload(events, w) if isinstance(p, WorkloadPlacedV1)) for w in ids]
 
 
 async def _used(client: httpx.AsyncClient, dim: str, value: float) -> bool:
@@ -119,15 +126,7 @@ async def _rebuild_flow(isolation: Isolation, app: FastAPI, redis_url: str) -> N
         await register_gpus(isolation, count=4)
         await capacity_known(client, headers, 4)
         await client.put("/v1/admin/tenants/acme/quota", json={"gpus": 3}, headers=ADMIN_HEADERS)
-        ids = [
-            (await client.post("/v1/workloads", json=spec(count=1), headers=headers)).json()["workload_id"]
-            for _ in range(3)
-        ]
-        events = await reader.wait_for(
-            lambda evs: all(any(isinstance(p, WorkloadPlacedV1) for p in of_workload(evs, w)) for w in ids),
-            what="three placements",
-        )
-        done = next(p for p in of_workload(events, ids[0]) if isinstance(p, WorkloadPlacedV1))
+        done = (await _three_placed(client, headers, reader))[0]
         await agent_reports(isolation, done, outcome="completed")
         await eventually(lambda: _used(client, "gpus", 2), what="the finished job's GPU released")
 
