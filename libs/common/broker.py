@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import random
 import shutil
 import signal
 import socket
@@ -18,7 +19,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-__all__ = ["BrokerUnavailable", "EmbeddedBroker", "free_port", "resolve_binary"]
+__all__ = ["BrokerUnavailable", "EmbeddedBroker", "free_port", "free_ports", "resolve_binary"]
 
 
 class BrokerUnavailable(RuntimeError):
@@ -47,11 +48,42 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
 
 
+def _ephemeral_low() -> int:
+    """Where the kernel's range of ports for outgoing connections starts (Linux; 32768 elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_ports(count: int = 1, *, low: int = 20000) -> int:
+    """The first of ``count`` consecutive TCP ports free on 127.0.0.1 right now.
+
+    Chosen below the kernel's ephemeral range: a port in that range can be given to any outgoing
+    connection (a service's own to Postgres or Kafka) between this check and the listener's bind, which
+    made a suite start fail with "address already in use". Falls back to the kernel's pick when no such
+    range is free.
+    """
+    high = _ephemeral_low() - count
+    for _ in range(100 if high > low else 0):
+        first = random.randint(low, high)
+        try:
+            for port in range(first, first + count):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return first
+    if count == 1:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+    raise RuntimeError(f"no {count} consecutive free ports below {high + count}")
+
+
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port free on 127.0.0.1 right now (see ``free_ports``)."""
+    return free_ports(1)
 
 
 class EmbeddedBroker:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
 import subprocess
@@ -11,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from libs.common.broker import free_port, free_ports
+from libs.common.devstack import SERVICES
 from tests.integration.support import Isolation, process_alive
 
 
@@ -29,11 +30,10 @@ def _children_of(pid: int) -> set[int]:
 def test_make_run_stack_is_ready_within_60s_and_ctrl_c_leaves_no_process(
     isolation: Isolation, tmp_path: Path
 ) -> None:
-    base = random.randint(20000, 40000)
     env = {
         **os.environ,
-        "GPUCLOUD_BASE_PORT": str(base),
-        "GPUCLOUD_BROKER_PORT": str(base + 100),
+        "GPUCLOUD_BASE_PORT": str(free_ports(len(SERVICES))),
+        "GPUCLOUD_BROKER_PORT": str(free_port()),
         "GPUCLOUD_SCHEMA_PREFIX": f"t{isolation.token}_",
         "GPUCLOUD_RUN_DIR": str(tmp_path),
         "REDIS_PREFIX": isolation.redis_prefix,

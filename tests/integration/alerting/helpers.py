@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -14,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from libs.common.broker import free_port
 from libs.common.bus import create_producer
 from libs.common.events import encode, envelop, topics
 from libs.common.events.telemetry import GpuMetrics, SampleBatchV1
@@ -88,13 +88,6 @@ class Receiver:
             pass
         finally:
             writer.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @asynccontextmanager

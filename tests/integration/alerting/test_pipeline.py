@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 import httpx
 from fastapi import FastAPI
 
+from libs.common.broker import free_port
 from libs.common.events import topics
 from libs.common.events.alerting import AlertFiredV1, AlertResolvedV1
 from services.alerting.app import create_app
@@ -21,7 +22,6 @@ from tests.integration.alerting.helpers import (
     add_receiver,
     alerting_settings,
     alerts_in,
-    free_port,
     receiving,
 )
 from tests.integration.support import ADMIN_HEADERS, Isolation, TopicReader, eventually, running

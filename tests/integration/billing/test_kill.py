@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 
 import httpx
 
+from libs.common.broker import free_port
 from libs.common.events import topics
 from tests.integration.billing.helpers import ended, expected_micro, fetchval, placed
 from tests.integration.bus_fixtures import publish
@@ -18,12 +18,6 @@ from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
 T0 = datetime(2025, 4, 1, 0, 0, tzinfo=UTC)
 WORKLOADS = 150
 MINUTES = 120
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start(iso: Isolation, port: int) -> subprocess.Popen[bytes]:
@@ -45,7 +39,7 @@ async def test_billing_killed_mid_burst_and_restarted_ledger_equals_recomputed_u
     for i in range(WORKLOADS):
         burst += [placed(f"k{i}", at=T0), ended(f"k{i}", at=T0 + timedelta(minutes=MINUTES))]
     await publish(isolation, burst, topic=topics.SCHEDULER)
-    port = _free_port()
+    port = free_port()
     first = _start(isolation, port)
     try:
         await eventually(

@@ -6,8 +6,6 @@ import asyncio
 import hashlib
 import hmac
 import os
-import random
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,6 +16,7 @@ from typing import Any
 import asyncpg
 import httpx
 
+from libs.common.broker import free_ports
 from libs.common.devstack import AGENT, Stack
 from libs.common.settings import DEV_ADMIN_KEY
 from services.inventory.fleetfile import gpu_uuid
@@ -97,20 +96,6 @@ def signature_ok(secret: bytes, body: bytes, headers: dict[str, str]) -> bool:
     stamp, given = headers.get("x-gpucloud-timestamp", ""), headers.get("x-gpucloud-signature", "")
     expected = hmac.new(secret, stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
     return given == f"sha256={expected}"
-
-
-def _free_base_port() -> int:
-    """A base port with the six service ports after it free now."""
-    for _ in range(100):
-        base = random.randint(20000, 50000)
-        try:
-            for offset in range(len(SERVICES)):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", base + offset))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free port range")
 
 
 @dataclass
@@ -219,7 +204,7 @@ async def running_suite(iso: Isolation, tmp_path: Path) -> AsyncIterator[Suite]:
     fleet, logs = tmp_path / "fleet.yaml", tmp_path / "logs"
     fleet.write_text(FLEET)
     logs.mkdir()
-    stack = Stack(env=suite_env(iso, fleet), logs=logs, base_port=_free_base_port())
+    stack = Stack(env=suite_env(iso, fleet), logs=logs, base_port=free_ports(len(SERVICES)))
     suite = Suite(stack=stack, iso=iso)
     try:
         await asyncio.to_thread(stack.migrate)

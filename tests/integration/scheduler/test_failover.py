@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,18 +11,13 @@ from pathlib import Path
 
 import httpx
 
+from libs.common.broker import free_port
 from libs.common.events.scheduler import WorkloadPlacedV1
 from tests.integration.scheduler.helpers import register_gpus, scheduler_reader, spec
 from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
 
 WORKLOADS = 40
 KILL_AFTER = 15
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start(iso: Isolation, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -52,7 +46,7 @@ async def _answers(client: httpx.AsyncClient) -> bool:
 async def test_killed_placer_is_replaced_and_every_workload_is_placed_exactly_once(
     isolation: Isolation, tmp_path: Path
 ) -> None:
-    ports = (_free_port(), _free_port())
+    ports = (free_port(), free_port())
     leader = _start(isolation, ports[0], tmp_path / "a.log")
     standby: subprocess.Popen[bytes] | None = None
     try:
