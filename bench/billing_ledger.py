@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -32,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import asyncpg
 
-from bench.common import BenchEnv, emit, log
+from bench.common import BenchEnv, cpu_seconds, emit, log
 from libs.common.broker import EmbeddedBroker
 from libs.common.bus import create_producer
 from libs.common.db import migrate, service_migrations
@@ -92,14 +91,12 @@ async def _backend_cpu_s(pool: asyncpg.Pool, application_name: str) -> dict[int,
 
 
 def _proc_cpu_s(pids: list[int]) -> dict[int, float]:
-    ticks = os.sysconf("SC_CLK_TCK")
     used: dict[int, float] = {}
     for pid in pids:
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            used[pid] = cpu_seconds(pid)
         except OSError:
             continue
-        used[pid] = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
     return used
 
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the benchmarks: result lines, percentiles, a throwaway environment."""
+"""Helpers shared by the benchmarks: result lines, percentiles, CPU time, a throwaway environment."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import secrets
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["BenchEnv", "emit", "percentile"]
+__all__ = ["BenchEnv", "cpu_seconds", "emit", "percentile"]
 
 
 def emit(bench: str, metric: str, value: float, unit: str, **extra: object) -> None:
@@ -24,6 +25,12 @@ def percentile(values: Sequence[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(1, math.ceil(q / 100 * len(ordered)))
     return ordered[rank - 1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncpg
 import httpx
 
-from bench.common import BenchEnv, emit, log, percentile
+from bench.common import BenchEnv, cpu_seconds, emit, log, percentile
 from libs.common.broker import EmbeddedBroker, free_port
 from libs.common.bus import create_consumer, create_producer
 from libs.common.events import EVENT_TYPES, Event, decode, encode, envelop, topics
@@ -440,7 +440,7 @@ async def run(args: argparse.Namespace, bootstrap: str) -> None:
         wall = time.monotonic() - start
         slo = (await client.get("/v1/stats/slo?period=1h")).json()
         report(await fetch_incidents(client), slo, sim=sim, faults=args.faults, wall=wall)
-        emit(BENCH, "service_cpu_time", _cpu_seconds(service.pid), "s", load_avg_1m=os.getloadavg()[0])
+        emit(BENCH, "service_cpu_time", cpu_seconds(service.pid), "s", load_avg_1m=os.getloadavg()[0])
         stop.set()
         await responders
     finally:
@@ -454,12 +454,6 @@ async def run(args: argparse.Namespace, bootstrap: str) -> None:
         if pg is not None:
             await pg.execute(f'DROP SCHEMA IF EXISTS "{env.schema("recovery")}" CASCADE')
             await pg.close()
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the service process used (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def _ready(client: httpx.AsyncClient) -> bool:

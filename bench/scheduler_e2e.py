@@ -37,7 +37,7 @@ from aiokafka import AIOKafkaConsumer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import BenchEnv, emit, log, percentile
+from bench.common import BenchEnv, cpu_seconds, emit, log, percentile
 from libs.common.broker import EmbeddedBroker, free_port
 from libs.common.bus import create_producer
 from libs.common.events import EVENT_TYPES, Event, decode, encode, envelop, topics
@@ -218,12 +218,6 @@ def start_service(env: BenchEnv, bootstrap: str, port: int) -> subprocess.Popen[
         "LOG_JSON": "false", "DB_POOL_MAX": "20", "KAFKA_PARTITIONS": str(PARTITIONS),
     }  # fmt: skip
     return subprocess.Popen([sys.executable, "-m", "services.scheduler"], env={**os.environ, **values})
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def wait_ready(client: aiohttp.ClientSession) -> None:

@@ -27,6 +27,9 @@ import httpx
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import cpu_seconds
 from libs.common.broker import EmbeddedBroker, free_port
 from libs.common.events import topics
 from libs.common.redis import Keyspace, create_redis
@@ -42,12 +45,6 @@ REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 def emit(metric: str, value: float | int | str, unit: str) -> None:
     print(json.dumps({"bench": BENCH, "metric": metric, "value": value, "unit": unit}), flush=True)
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of a process, from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 Buckets = list[tuple[float, float]]
