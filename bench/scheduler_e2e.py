@@ -14,6 +14,9 @@ Measured the way ``timeit`` measures: the first ``BENCH_WARMUP_S`` seconds of su
 the service's connections, prepared statements and caches and are left out of the figures, and this
 process's garbage collector is off during the run, so a collection here is never counted as the service's
 latency.
+
+``BENCH_DUMP=<file>`` also writes every measured placement as ``[seconds into the run, latency ms]``, to
+see whether the tail comes in bursts or grows with the run.
 """
 
 from __future__ import annotations
@@ -317,6 +320,8 @@ def report(sent: dict[str, float], arrived: dict[str, float]) -> None:
         emit(BENCH, "placed_fraction", len(latencies) / len(sent), "ratio")
     if not latencies:
         return
+    if os.environ.get("BENCH_DUMP"):
+        dump_latencies(Path(os.environ["BENCH_DUMP"]), sent, arrived)
     p99 = percentile(latencies, 99)
     emit(BENCH, "submit_to_placed_p50_ms", percentile(latencies, 50), "ms")
     emit(BENCH, "submit_to_placed_p99_ms", p99, "ms")
@@ -333,6 +338,14 @@ def report(sent: dict[str, float], arrived: dict[str, float]) -> None:
         emit(BENCH, "submit_to_placed_p99_ms_first_half", first, "ms")
         emit(BENCH, "submit_to_placed_p99_ms_second_half", second, "ms")
         emit(BENCH, "submit_to_placed_p99_drift", second / first, "ratio")
+
+
+def dump_latencies(path: Path, sent: dict[str, float], arrived: dict[str, float]) -> None:
+    """Each placement as [seconds into the run, latency in ms], in submission order: where the tail sits."""
+    begin = min(sent.values())
+    pairs = sorted((t - begin, (arrived[w] - t) * 1000) for w, t in sent.items() if w in arrived)
+    path.write_text(json.dumps([[round(t, 4), round(ms, 3)] for t, ms in pairs]))
+    log(f"latencies written to {path}")
 
 
 async def cleanup(env: BenchEnv) -> None:
