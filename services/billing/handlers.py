@@ -74,6 +74,8 @@ class BillingHandlers:
 
     async def ended(self, event: WorkloadEndedV1, ctx: HandlerContext) -> None:
         """Close the placement at the event's time and post its final charges."""
+        if not event.placement_id:
+            return  # cancelled while queued: never placed, nothing to charge (and no fact to keep)
         await close_placement(
             ctx.uow,
             placement_id=event.placement_id,

@@ -82,10 +82,13 @@ class WorkloadRunningV1(_WorkloadEvent):
 
 
 class WorkloadEndedV1(_WorkloadEvent):
-    """A placement ended and released its GPUs; ``outcome`` says how."""
+    """A workload ended, and its placement, if it had one, released its GPUs; ``outcome`` says how."""
 
     type: Literal["scheduler.workload.ended.v1"] = "scheduler.workload.ended.v1"
-    placement_id: str = Field(description="The placement that ended.")
+    placement_id: str = Field(
+        description="The placement that ended; empty when the workload ended before it was ever placed "
+        "(cancelled while queued), so no GPU was held and nothing is to be released or charged."
+    )
     outcome: Literal["completed", "failed", "cancelled", "preempted", "migrated", "reclaimed"] = Field(
         description="Why the placement ended."
     )

@@ -41,6 +41,7 @@ def _lifecycle() -> list:  # type: ignore[type-arg]
         ended("p3", at=T0 + timedelta(minutes=5)),
         ended("p2b", at=T0 + timedelta(minutes=20), outcome="preempted"),
         ended("p1", at=T0 + timedelta(minutes=90, seconds=30)),
+        ended("", at=T0 + timedelta(minutes=3), outcome="cancelled"),  # cancelled while still queued
     ]
 
 
@@ -77,6 +78,8 @@ async def test_lifecycle_is_charged_exactly_once_however_often_its_events_arrive
             lambda: _inbox_has(isolation, 2 * len(events)), timeout=30, what="republished events consumed"
         )
         assert await _settled(isolation)
+        assert await fetchval(isolation, "SELECT count(*) FROM lifecycle_facts WHERE placement_id = ''") == 0
+        assert await fetchval(isolation, "SELECT count(*) FROM lifecycle_facts") == 2 * (len(events) - 1)
         assert await ledger_total(isolation, "acme", "vision") == EXPECTED_VISION
         assert await ledger_total(isolation, "acme", "nlp") == EXPECTED_NLP
 
