@@ -12,12 +12,14 @@ ON CONFLICT DO NOTHING, so nobody is paged twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
+import asyncpg
 from aiokafka import AIOKafkaConsumer, ConsumerRecord
 from aiokafka.errors import KafkaError
 from prometheus_client import Counter, Gauge
@@ -37,7 +39,7 @@ from services.alerting.statestore import StateStore
 from services.alerting.store import ConfigStore, default_tree
 from services.alerting.wire import FieldChecks, WireBatch, decode_plain, field_checks
 
-__all__ = ["Evaluator"]
+__all__ = ["Evaluator", "LeadershipLost"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,10 @@ SLICE_RECORDS = 200
 IDLE_WAIT_MS = 50
 
 
+class LeadershipLost(RuntimeError):
+    """The evaluator's lock session ended: another replica may be evaluating now."""
+
+
 class Evaluator:
     """Background task; `evaluated` counts samples for tests and the benchmark."""
 
@@ -68,9 +74,10 @@ class Evaluator:
         self._last_tick = 0.0
         self._checks_for: frozenset[str] | None = None
         self._checks: FieldChecks = ()
+        self._lock_conn: asyncpg.Connection[Any] | None = None
 
     async def run(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
-        """Wait to become the evaluator, then evaluate until `stop`."""
+        """Wait to become the evaluator, then evaluate until `stop` or until the lock is lost."""
         lock = f"gpucloud.alerting.evaluator.{self._settings.pg_schema}"
         async with runtime.pool.acquire() as conn:
             while not await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", lock):
@@ -78,11 +85,29 @@ class Evaluator:
                     return
                 await asyncio.sleep(1.0)
             try:
-                self.leading = True
+                self.leading, self._lock_conn = True, conn
                 await self._lead(runtime, stop)
             finally:
-                self.leading = False
-                await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", lock)
+                self.leading, self._lock_conn = False, None
+                if not conn.is_closed():
+                    with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                        await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", lock)
+
+    async def _confirm_lock(self) -> None:
+        """Raise LeadershipLost once the lock's session is gone.
+
+        The lock lives as long as its session: a terminated backend, a restarted Postgres or a cut
+        network ends both, and a standby takes the lock within a second. An evaluator that went on
+        would consume beside it, each with part of the partitions, and page for the nodes it no
+        longer hears from. One statement on the session every tick settles it.
+        """
+        conn = self._lock_conn
+        try:
+            if conn is None or conn.is_closed():
+                raise LeadershipLost("the evaluator's lock connection is closed")
+            await conn.execute("SELECT 1")
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise LeadershipLost(f"the evaluator's lock session is gone: {exc}") from exc
 
     async def _lead(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         s = self._settings
@@ -140,6 +165,7 @@ class Evaluator:
         signal_ids: list[int] = []
         if time.monotonic() - self._last_tick >= self._settings.tick_interval_s:
             self._last_tick = time.monotonic()
+            await self._confirm_lock()
             self._version = await self._reload(runtime, engine, version=self._version)
             signal_ids = await self._signals(runtime, engine)
             engine.tick(now=_now())

@@ -34,7 +34,7 @@ from tests.integration.bus_fixtures import (
     tenant_events,
     worker_command,
 )
-from tests.integration.support import Isolation, TopicReader, eventually
+from tests.integration.support import Isolation, TopicReader, advisory_lock_holder, eventually
 from tests.integration.workers.bus_worker import record_applied
 
 
@@ -303,11 +303,7 @@ async def test_one_relay_publishes_at_a_time_and_a_standby_takes_over_when_its_c
                 "published once each, in outbox order, by one relay"
             )
 
-            holder = await pools[0].fetchval(
-                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                " AND ((classid::bigint << 32) | objid::bigint) = hashtext($1)::bigint",
-                f"gpucloud.relay.{schema}",
-            )
+            holder = await advisory_lock_holder(pools[0], f"gpucloud.relay.{schema}")
             assert holder is not None, "the publishing relay holds the schema's lock"
             assert await pools[0].fetchval("SELECT pg_terminate_backend($1)", holder)
             for n in range(5, 10):
