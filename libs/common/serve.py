@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import uvicorn
 from fastapi import FastAPI
 
@@ -12,9 +14,10 @@ __all__ = ["serve"]
 
 
 def serve(app: FastAPI, settings: BaseServiceSettings) -> None:
-    """Serve ``app`` on the settings' host and port until SIGINT/SIGTERM."""
+    """Serve ``app`` on the settings' host and port until SIGINT/SIGTERM; spans go where the
+    OpenTelemetry variables say (``libs.common.observability.export``)."""
     setup_logging(service=settings.service_name, level=settings.log_level, json_lines=settings.log_json)
-    setup_tracing(service_name=settings.service_name)
+    setup_tracing(service_name=settings.service_name, environ=os.environ)
     uvicorn.run(
         app,
         host=settings.http_host,

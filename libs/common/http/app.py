@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from libs.common.heap import freeze_startup_heap
 from libs.common.http.errors import install_error_handlers
 from libs.common.observability.metrics import HTTP_LATENCY
+from libs.common.observability.tracing import flush_tracing
 
 if TYPE_CHECKING:  # the runtime imports auth, which imports this package's errors
     from libs.common.runtime import ServiceRuntime
@@ -48,7 +49,10 @@ def create_service_app(
         try:
             yield
         finally:
-            await runtime.stop()
+            try:
+                await runtime.stop()
+            finally:
+                await asyncio.to_thread(flush_tracing)  # the process may die right after (SIGTERM)
 
     app = FastAPI(title=title, description=description, version=version, lifespan=lifespan)
     app.state.runtime = runtime

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, SpanKind
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from libs.common.observability.export import service_resource, span_exporters_from_env
 
 __all__ = [
     "context_from_traceparent",
     "current_trace_id",
     "current_traceparent",
+    "flush_tracing",
     "kafka_headers",
     "setup_tracing",
     "span_from_traceparent",
+    "span_processors",
     "traceparent_from_headers",
 ]
 
@@ -31,17 +34,45 @@ _TRACER = trace.get_tracer("gpucloud")
 _configured = False
 
 
-def setup_tracing(*, service_name: str, exporters: Sequence[SpanExporter] = ()) -> None:
-    """Install the process's tracer provider once; later calls only add exporters."""
+def setup_tracing(
+    *,
+    service_name: str,
+    exporters: Sequence[SpanExporter] = (),
+    environ: Mapping[str, str] | None = None,
+) -> None:
+    """Install the process's tracer provider once; later calls only add exporters.
+
+    ``exporters`` are exported synchronously (tests read them at once); ``environ`` (``serve`` passes the
+    process's) adds the exporters the OpenTelemetry variables name, batched. The provider gets no sampler,
+    so the SDK's ``OTEL_TRACES_SAMPLER`` and ``OTEL_TRACES_SAMPLER_ARG`` choose one.
+    """
     global _configured
+    processors = span_processors(exporters=exporters, environ=environ or {})  # a bad variable stops here
     provider = trace.get_tracer_provider()
     if not _configured:
-        provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+        provider = TracerProvider(resource=service_resource(service_name))
         trace.set_tracer_provider(provider)
         _configured = True
-    for exporter in exporters:
-        if isinstance(provider, TracerProvider):
-            provider.add_span_processor(SimpleSpanProcessor(exporter))
+    if isinstance(provider, TracerProvider):
+        for processor in processors:
+            provider.add_span_processor(processor)
+
+
+def span_processors(*, exporters: Sequence[SpanExporter], environ: Mapping[str, str]) -> list[SpanProcessor]:
+    """A simple processor per given exporter, then a batching one per exporter the environment names."""
+    simple: list[SpanProcessor] = [SimpleSpanProcessor(exporter) for exporter in exporters]
+    return simple + [BatchSpanProcessor(exporter) for exporter in span_exporters_from_env(environ)]
+
+
+def flush_tracing() -> None:
+    """Export every span still batched; each batch blocks up to the exporter's timeout if unreachable.
+
+    Services call it as they stop: uvicorn ends a SIGTERM by raising the signal again, which kills the
+    process before the SDK's exit handler can shut the provider down, so the last spans would be lost.
+    """
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, TracerProvider):
+        provider.force_flush()
 
 
 def current_traceparent() -> str | None:
