@@ -36,6 +36,11 @@ class TelemetrySettings(BaseServiceSettings):
         "steps run this many times faster than the wall clock; job run times are kept (tests use 5).",
     )
     agent_hostname: str | None = Field(default=None, description="NVML mode: node name (default: hostname).")
+    agent_state_dir: Path | None = Field(
+        default=None,
+        description="Directory for the agent's checkpoint of its placements and consumer positions, so "
+        "a restart resumes there instead of replaying the whole scheduler topic (unset: full replay).",
+    )
     # The aggregator
     rollup_interval_s: float = Field(default=60.0, ge=1, le=3600, description="Rollup window length.")
     rollup_grace_s: float = Field(default=5.0, ge=0, description="Wait for late samples before a rollup.")

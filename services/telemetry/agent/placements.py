@@ -48,6 +48,14 @@ class PlacementBook:
         """A workload's current placement on this agent, if any."""
         return self._placements.get(workload_id)
 
+    def holds(self, workload_id: str) -> bool:
+        """Whether anything of this workload is left in the book: a placement or a pending migration.
+
+        A workload not held is exactly as if none of its events had been applied, which is what lets
+        the agent's checkpoint keep the events of held workloads only (see checkpoint.py).
+        """
+        return workload_id in self._placements or workload_id in self._migrating_to
+
     def apply(self, event: Event, *, at: datetime) -> None:
         """Apply one scheduler event (others are ignored)."""
         if isinstance(event, WorkloadPlacedV1):
@@ -60,10 +68,17 @@ class PlacementBook:
     def _placed(self, event: WorkloadPlacedV1, *, at: datetime) -> None:
         gpus = tuple(a.gpu_uuid for a in event.allocations if a.gpu_uuid in self._gpus)
         current = self._placements.get(event.workload_id)
-        if not gpus or (current is not None and current.placement_id == event.placement_id):
+        if current is not None and current.placement_id == event.placement_id:
+            return
+        moving = self._migrating_to.get(event.workload_id) == event.placement_id
+        if moving or (gpus and current is not None):
+            # The scheduler emits the target's placed event right after the migrating one: once it is
+            # here (on these GPUs or elsewhere) nothing is pending, so other nodes' moves leave no trace.
+            self._migrating_to.pop(event.workload_id, None)
+        if not gpus:
             return
         new = Placement(event.workload_id, event.tenant_id, event.placement_id, event.node, gpus)
-        if current is not None and self._migrating_to.pop(event.workload_id, None) == event.placement_id:
+        if current is not None and moving:
             self._runner.migrate(workload_id=event.workload_id, target_gpu_uuids=gpus, at=at)
         else:
             if current is not None:

@@ -4,7 +4,8 @@ Delivery: the agent has no Postgres, so there is no outbox. It publishes straigh
 acks=all and waits for every tick's sends. At-least-once still holds because nothing the agent says is
 a one-off: discovery is re-sent at every start, samples are re-read every second (a lost tick is
 replaced by the next), faults carry deterministic ids, and workload reports are re-derived on restart
-by replaying the scheduler topic (consumers apply them idempotently per placement).
+by replaying the scheduler topic, or the checkpoint of it (consumers apply them idempotently per
+placement). A checkpoint is written only after a tick's sends are acknowledged (intake.py).
 """
 
 from __future__ import annotations
@@ -17,24 +18,16 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.producer.message_accumulator import BatchBuilder
 
 from libs.common.bus.kafka import all_physical_topics, create_producer, ensure_topics, wait_for_broker
-from libs.common.events import (
-    EVENT_TYPES,
-    Envelope,
-    Event,
-    EventDecodeError,
-    decode,
-    encode,
-    envelop,
-    topic_of,
-)
+from libs.common.events import Envelope, Event, encode, envelop, topic_of
 from libs.common.events import topics as t
-from libs.common.events.agent import SimFaultRequestedV1, WorkloadProfileSetV1
+from libs.common.events.agent import WorkloadProfileSetV1
 from services.telemetry.agent.gzip_level import use_gzip_level
+from services.telemetry.agent.intake import Command, Intake
 from services.telemetry.agent.placements import PlacementBook
 from services.telemetry.agent.reports import (
     Allocation,
@@ -83,6 +76,7 @@ class NodeAgent:
         self._setup = setup
         self._clock = clock
         self._book = PlacementBook(runner=setup.runner, gpus=setup.gpus)
+        self.intake = Intake(settings=settings, book=self._book, gpus=setup.gpus, command=self._command)
         self._xids = XidCounter()
         self._xid_totals: dict[str, int] = {}  # all codes together, per GPU: the sample's xid_count
         self._lost: set[str] = set()
@@ -95,6 +89,11 @@ class NodeAgent:
         self.ticks = 0
         self.slow_ticks = 0
 
+    @property
+    def book(self) -> PlacementBook:
+        """The placements this agent plays (to read: only the intake applies records to it)."""
+        return self._book
+
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set."""
         s = self._s
@@ -106,71 +105,28 @@ class NodeAgent:
         )
         use_gzip_level()  # aiokafka's fixed level 9 was the agent's largest cost (see gzip_level.py)
         self._producer = create_producer(bootstrap=s.kafka_bootstrap_servers, client_id="telemetry-agent")
-        consumer = self._consumer()
+        consumer = self.intake.consumer()
         await self._producer.start()
         await consumer.start()
         try:
-            await self._catch_up(consumer)
+            await self.intake.catch_up(consumer)
             await self._announce()
-            listener = asyncio.create_task(self._listen(consumer, stop))
+            listener = asyncio.create_task(self.intake.listen(consumer, stop))
             try:
                 await self._ticks(stop)
             finally:
                 listener.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await listener
+            # Only on a clean stop: after a failed send the book may be ahead of what was delivered.
+            await self.intake.save(force=True)
         finally:
             await consumer.stop()
             await self._producer.stop()
             for probe in self._setup.probes.values():
                 await probe.close()
 
-    def _consumer(self) -> AIOKafkaConsumer:
-        # No group: every agent reads every partition (placements are filtered by GPU) from the start,
-        # which rebuilds its book of placements after a restart.
-        return AIOKafkaConsumer(
-            self._s.topic(t.SCHEDULER),
-            self._s.topic(t.NODE_AGENT),
-            bootstrap_servers=self._s.kafka_bootstrap_servers,
-            group_id=None,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-        )
-
-    async def _catch_up(self, consumer: AIOKafkaConsumer) -> None:
-        """Replay placements up to the current end before the first tick (commands from then are stale)."""
-        deadline = time.monotonic() + 30.0
-        while not consumer.assignment() and time.monotonic() < deadline:
-            await consumer.getmany(timeout_ms=100)
-        ends = await consumer.end_offsets(list(consumer.assignment()))
-        while time.monotonic() < deadline:
-            positions = {tp: await consumer.position(tp) for tp in ends}
-            if all(positions[tp] >= end for tp, end in ends.items()):
-                return
-            batches = await consumer.getmany(timeout_ms=200, max_records=1000)
-            for records in batches.values():
-                for record in records:
-                    self._apply(record.value, live=False)
-
-    async def _listen(self, consumer: AIOKafkaConsumer, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            batches = await consumer.getmany(timeout_ms=200, max_records=1000)
-            for records in batches.values():
-                for record in records:
-                    self._apply(record.value, live=True)
-
-    def _apply(self, raw: bytes | None, *, live: bool) -> None:
-        try:
-            envelope, event = decode(raw or b"", EVENT_TYPES)
-        except EventDecodeError:
-            return  # not ours to judge: the topic's real consumers dead-letter it
-        if isinstance(event, SimFaultRequestedV1 | WorkloadProfileSetV1):
-            if live:
-                self._command(event)
-            return
-        self._book.apply(event, at=envelope.time)
-
-    def _command(self, event: SimFaultRequestedV1 | WorkloadProfileSetV1) -> None:
+    def _command(self, event: Command) -> None:
         fleet = self._setup.fleet
         if isinstance(event, WorkloadProfileSetV1):
             if self._setup.runner.set_profile(workload_id=event.workload_id, profile=event.profile):
@@ -204,6 +160,7 @@ class NodeAgent:
             started = time.monotonic()
             await self.tick(spread_s=interval * SPREAD_SHARE)
             self.ticks += 1
+            await self.intake.save()  # after the tick's sends are acknowledged
             next_at += interval
             if started + interval < time.monotonic():
                 self.slow_ticks += 1
@@ -220,7 +177,10 @@ class NodeAgent:
         instead of back to back (see node_slices).
         """
         started = time.monotonic()
-        for report in self._book.reports(now=self._clock()):
+        reports = self._book.reports(now=self._clock())
+        if reports:
+            self.intake.changed()
+        for report in reports:
             self._send(report)
         allocations = self._book.allocations()
         topic = self._s.topic(t.TELEMETRY_SAMPLES)
