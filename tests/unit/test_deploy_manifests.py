@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from libs.common.db.migrate import SERVICES
+from services.telemetry.settings import TelemetrySettings
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -74,3 +75,14 @@ def test_compose_runs_kafka_postgres_redis_and_every_service_with_healthchecks()
         assert services[name]["build"]["args"]["SERVICE"] == name
         assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert services["agent"]["command"][-1] == "agent"
+
+
+def test_the_node_agent_is_given_only_variables_it_reads_and_names_itself_after_its_node() -> None:
+    prefix = TelemetrySettings.model_config.get("env_prefix", "")
+    read = {f.alias or prefix + name.upper() for name, f in TelemetrySettings.model_fields.items()}
+    runtime = {"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}  # for the NVIDIA container runtime
+    (agent,) = [d for _, d in _documents() if d["kind"] == "DaemonSet"]
+    env = agent["spec"]["template"]["spec"]["containers"][0]["env"]  # type: ignore[index]
+    assert {e["name"] for e in env} - read - runtime == set()
+    hostname = next(e for e in env if e["name"] == "TELEMETRY_AGENT_HOSTNAME")
+    assert hostname["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
