@@ -28,13 +28,14 @@ from pathlib import Path
 
 import asyncpg
 import httpx
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BenchEnv, emit, log, percentile
 from libs.common.broker import EmbeddedBroker, free_port
 from libs.common.bus import create_producer
+from libs.common.bus.kafka import group_lag
 from libs.common.events import encode, envelop, topics
 from libs.common.events.telemetry import GpuMetrics, SampleBatchV1
 from libs.common.settings import DEV_ADMIN_KEY
@@ -111,19 +112,9 @@ async def evaluated(client: httpx.AsyncClient) -> float:
     return float(found.group(1)) if found else 0.0
 
 
-async def group_lag(bootstrap: str, group: str, topic: str) -> int:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        parts = consumer.partitions_for_topic(topic) or set(range(3))
-        tps = [TopicPartition(topic, p) for p in parts]
-        ends = await consumer.end_offsets(tps)
-        behind = 0
-        for tp in tps:
-            behind += max(0, ends[tp] - ((await consumer.committed(tp)) or 0))
-        return behind
-    finally:
-        await consumer.stop()
+def samples_partitions(topic: str) -> list[TopicPartition]:
+    """The samples topic's partitions, as the service creates them (KAFKA_PARTITIONS, default 3)."""
+    return [TopicPartition(topic, p) for p in range(int(os.environ.get("KAFKA_PARTITIONS", "3")))]
 
 
 class BatchWriter:
@@ -238,9 +229,13 @@ async def measure(client: httpx.AsyncClient, receiver: Receiver, bootstrap: str,
     before, started = await evaluated(client), time.monotonic()
     log(f"streaming {NODES * GPUS_PER_NODE} GPUs at 1 Hz for {SECONDS}s")
     sent_rate = await stream(bootstrap, topic, crossed)
-    lag_at_end = await group_lag(bootstrap, group, topic)
+    parts = samples_partitions(topic)
+    lag_at_end = await group_lag(bootstrap=bootstrap, group=group, partitions=parts)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (await group_lag(bootstrap, group, topic)) > 0:
+    while (
+        time.monotonic() < deadline
+        and (await group_lag(bootstrap=bootstrap, group=group, partitions=parts)) > 0
+    ):
         await asyncio.sleep(0.5)
     drained = time.monotonic()
     rate = (await evaluated(client) - before) / (drained - started)

@@ -24,13 +24,14 @@ from typing import Any
 
 import asyncpg
 import httpx
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import cpu_seconds
 from libs.common.broker import EmbeddedBroker, free_port
+from libs.common.bus.kafka import group_lag
 from libs.common.events import topics
 from libs.common.redis import Keyspace, create_redis
 
@@ -89,15 +90,8 @@ def quantile(before: Buckets, after: Buckets, q: float) -> float:
 
 async def lag(bootstrap: str, group: str, topic: str) -> int:
     """Messages on the samples topic not yet committed by the aggregator's group."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-        ends = await consumer.end_offsets(tps)
-        committed = {tp: (await consumer.committed(tp)) or 0 for tp in tps}
-        return sum(max(0, ends[tp] - committed[tp]) for tp in tps)
-    finally:
-        await consumer.stop()
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    return await group_lag(bootstrap=bootstrap, group=group, partitions=partitions)
 
 
 def write_fleet(path: Path, gpus: int) -> int:

@@ -7,9 +7,10 @@ import sys
 from collections.abc import Sequence
 
 import asyncpg
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from libs.common.bus import create_producer, ensure_topics
+from libs.common.bus.kafka import group_lag
 from libs.common.db import migrate
 from libs.common.db.migrate import PLATFORM_MIGRATIONS, discover
 from libs.common.events import Envelope, encode, envelop, topics
@@ -66,19 +67,8 @@ async def applied(iso: Isolation, schema: str) -> tuple[int, int]:
 
 async def group_caught_up(iso: Isolation, group: str, topic: str, partitions: int = 3) -> bool:
     """True when the group's committed offsets reach the end of every partition."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=iso.infra.kafka, group_id=group, enable_auto_commit=False)
-    await consumer.start()
-    try:
-        physical = f"{iso.topic_prefix}{topic}"
-        tps = [TopicPartition(physical, p) for p in range(partitions)]
-        ends = await consumer.end_offsets(tps)
-        for tp in tps:
-            committed = await consumer.committed(tp)
-            if (committed or 0) < ends[tp]:
-                return False
-        return True
-    finally:
-        await consumer.stop()
+    tps = [TopicPartition(f"{iso.topic_prefix}{topic}", p) for p in range(partitions)]
+    return await group_lag(bootstrap=iso.infra.kafka, group=group, partitions=tps) == 0
 
 
 def worker_command(mode: str, iso: Isolation, schema: str) -> list[str]:

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client.parser import text_string_to_metric_families
 
 from libs.common.bus import create_consumer, create_producer, ensure_topics
+from libs.common.bus.kafka import group_lag, log_end_offsets
 from libs.common.db import PostgresUnitOfWork, create_pool, migrate
 from libs.common.db.migrate import service_migrations
 from libs.common.events.platform import TenantCreatedV1
@@ -79,6 +80,41 @@ async def test_broker_supports_every_kafka_feature_the_bus_relies_on(isolation: 
         assert committed == ends
     finally:
         await probe.stop()
+
+
+async def test_log_end_offsets_and_group_lag_count_every_record_of_a_partitions_last_batch(
+    isolation: Isolation,
+) -> None:
+    kafka, topic = isolation.infra.kafka, f"{isolation.topic_prefix}batched"
+    await ensure_topics(bootstrap=kafka, topics=[topic], partitions=2)
+    producer = create_producer(bootstrap=kafka, client_id="batched")
+    await producer.start()
+    try:  # sent together: one batch of six records on partition 0, nothing on partition 1
+        acks = [await producer.send(topic, value=f"v{i}".encode(), partition=0) for i in range(6)]
+        await asyncio.gather(*acks)
+    finally:
+        await producer.stop()
+    first, second = TopicPartition(topic, 0), TopicPartition(topic, 1)
+    assert await log_end_offsets(bootstrap=kafka, partitions=[first, second]) == {first: 6, second: 0}
+    group = f"{isolation.topic_prefix}batched-group"
+    assert await group_lag(bootstrap=kafka, group=group, partitions=[first, second]) == 6
+    consumer = create_consumer(bootstrap=kafka, group_id=group, topics=[topic], client_id="batched")
+    await consumer.start()
+    try:
+        await eventually(
+            lambda: _read_and_commit(consumer, first, upto=4), timeout=30, what="4 records committed"
+        )
+    finally:
+        await consumer.stop()
+    assert await group_lag(bootstrap=kafka, group=group, partitions=[first, second]) == 2
+
+
+async def _read_and_commit(consumer: AIOKafkaConsumer, tp: TopicPartition, *, upto: int) -> bool:
+    await consumer.getmany(timeout_ms=200)
+    if consumer.assignment() and await consumer.position(tp) >= upto:
+        await consumer.commit({tp: upto})
+        return True
+    return False
 
 
 async def test_one_trace_links_http_request_produced_event_and_consumer_handling(

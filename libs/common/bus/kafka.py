@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
 from libs.common.events.topics import ALL_TOPICS, dlq
 
-__all__ = ["all_physical_topics", "create_consumer", "create_producer", "ensure_topics", "wait_for_broker"]
+__all__ = [
+    "all_physical_topics",
+    "create_consumer",
+    "create_producer",
+    "ensure_topics",
+    "group_lag",
+    "log_end_offsets",
+    "wait_for_broker",
+]
 
 log = logging.getLogger(__name__)
 
@@ -99,3 +107,44 @@ async def ensure_topics(*, bootstrap: str, topics: Iterable[str], partitions: in
         return missing
     finally:
         await admin.close()
+
+
+async def log_end_offsets(
+    *, bootstrap: str, partitions: Sequence[TopicPartition], timeout_s: float = 10.0
+) -> dict[TopicPartition, int]:
+    """Each partition's log end offset (the next offset to be written), as a fetch reports it.
+
+    ``AIOKafkaConsumer.end_offsets`` (ListOffsets) is right on Apache Kafka, but the embedded broker
+    (Tansu 0.6) answers an offset inside the partition's last batch: short of the end whenever that
+    batch holds several records. A fetch from there returns the true high watermark, so this reads
+    one from a consumer of its own (no group, nothing committed) and takes the larger of the two.
+    """
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=10
+    )
+    await consumer.start()
+    try:
+        listed = await consumer.end_offsets(list(partitions))
+        consumer.assign(list(partitions))
+        for tp in partitions:
+            consumer.seek(tp, listed[tp])
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while any(consumer.highwater(tp) is None for tp in partitions):
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"no fetch answered for {list(partitions)} within {timeout_s}s")
+            await consumer.getmany(*partitions, timeout_ms=100, max_records=1)
+        return {tp: max(listed[tp], consumer.highwater(tp) or 0) for tp in partitions}
+    finally:
+        await consumer.stop()
+
+
+async def group_lag(*, bootstrap: str, group: str, partitions: Sequence[TopicPartition]) -> int:
+    """Records of these partitions that the consumer group has not committed yet."""
+    ends = await log_end_offsets(bootstrap=bootstrap, partitions=partitions)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        committed = {tp: (await consumer.committed(tp)) or 0 for tp in partitions}
+        return sum(max(0, ends[tp] - committed[tp]) for tp in partitions)
+    finally:
+        await consumer.stop()
