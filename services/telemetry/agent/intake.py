@@ -96,7 +96,12 @@ class Intake:
         while not consumer.assignment() and time.monotonic() < deadline:  # noqa: ASYNC110 - see above
             await asyncio.sleep(0.1)
         await self._restore(consumer)
-        self._ends = await consumer.end_offsets(list(consumer.assignment()))
+        listed = await consumer.end_offsets(list(consumer.assignment()))
+        # The embedded broker's ListOffsets answer falls inside a partition's last batch; the first
+        # fetch's high watermark is the end as it stood then (libs.common.bus.kafka.log_end_offsets).
+        first = await consumer.getmany(timeout_ms=200, max_records=1000)
+        self._ends = {tp: max(end, consumer.highwater(tp) or 0) for tp, end in listed.items()}
+        self.apply_batches(first)
         deadline = time.monotonic() + CATCH_UP_S
         while time.monotonic() < deadline:
             if all([await consumer.position(tp) >= end for tp, end in self._ends.items()]):

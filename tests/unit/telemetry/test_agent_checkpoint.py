@@ -280,6 +280,8 @@ class FakeConsumer:
         self.logs = logs
         self.begins = begins or dict.fromkeys(logs, 0)
         self.positions = dict(self.begins)
+        self.silent_fetches = 0  # fetches that answer nothing yet (a slow broker)
+        self.listed_short_by = 0  # end_offsets short of the end, as the embedded broker answers
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.logs)
@@ -288,7 +290,7 @@ class FakeConsumer:
         return {tp: self.begins[tp] for tp in tps}
 
     async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: len(self.logs[tp]) for tp in tps}
+        return {tp: max(0, len(self.logs[tp]) - self.listed_short_by) for tp in tps}
 
     async def position(self, tp: TopicPartition) -> int:
         return self.positions[tp]
@@ -304,6 +306,9 @@ class FakeConsumer:
             self.positions[tp] = self.begins[tp]
 
     async def getmany(self, *tps: TopicPartition, timeout_ms: int = 0, max_records: int | None = None) -> Any:
+        if self.silent_fetches:
+            self.silent_fetches -= 1
+            return {}
         out = {}
         for tp in tps or tuple(self.logs):
             start = self.positions[tp]
@@ -388,9 +393,20 @@ async def test_history_past_the_catch_up_deadline_is_still_not_live(monkeypatch:
     monkeypatch.setattr(intake_module, "CATCH_UP_S", 0.0)  # the ticks start before anything is read
     agent = _agent()
     consumer = FakeConsumer({SCHED: list(HISTORY), CMDS: [_command("old")]})
+    consumer.silent_fetches = 1  # nothing read within the (zero) deadline
     await _started(agent, consumer)
     assert agent.book.allocations() == {}
     consumer.logs[CMDS].append(_command("new"))
     agent.intake.apply_batches(await consumer.getmany())  # what listen() does
     assert [c.command_id for c in agent.commands] == ["new"]
     assert set(agent.book.allocations()) == {GPUS[0], GPUS[2], GPUS[3]}
+
+
+async def test_a_short_end_offsets_answer_does_not_make_the_last_batch_of_history_live() -> None:
+    agent = _agent()
+    consumer = FakeConsumer({SCHED: list(HISTORY), CMDS: [_command("old-1"), _command("old-2")]})
+    consumer.listed_short_by = 1  # the embedded broker: an offset inside the last batch
+    await _started(agent, consumer)
+    consumer.logs[CMDS].append(_command("new"))
+    agent.intake.apply_batches(await consumer.getmany())
+    assert [c.command_id for c in agent.commands] == ["new"]
