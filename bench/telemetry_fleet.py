@@ -147,6 +147,14 @@ async def measure(
     emit("samples_per_s", round(rate, 1), "samples/s")
     emit("samples_per_s_vs_target", round(rate / TARGET_GPUS_PER_S, 3), "ratio")
     emit("sustained_share_of_fleet", round(rate / gpus, 3), "ratio")
+    # The fleet offers exactly `gpus` samples a second, so the rate lands on either side of it by where
+    # the window cuts the ticks; what it can show is how far short of the fleet's samples the window
+    # fell, in ticks (one tick: the most a window's edges can cut, whatever the rate).
+    emit(
+        "samples_short_of_fleet_ticks",
+        round(max(0.0, gpus * elapsed - (ingested1 - ingested0)) / gpus, 3),
+        "ticks",
+    )
     emit("consumer_lag_series", ",".join(map(str, lags)), "messages every 5 s")
     emit("consumer_lag_first", lags[0], "messages")
     emit("consumer_lag_last", lags[-1], "messages")
