@@ -179,8 +179,10 @@ def main(argv: list[str] | None = None) -> int:
     env.setdefault("ENVIRONMENT", "development")
     # The embedded default simulates 16 nodes x 8 GPUs; an agent on a GPU host reads NVML instead.
     env.setdefault("TELEMETRY_FLEET_FILE", str(DEFAULT_FLEET))
-    # The agent's checkpoint; the embedded broker forgets its topics, which the agent notices and replays.
-    env.setdefault("TELEMETRY_AGENT_STATE_DIR", str((args.run_dir / "agent").resolve()))
+    if broker is None:
+        # The agent's checkpoint, for a broker that outlives this stack. The embedded one starts empty
+        # every time: there would be nothing to resume, only a refused checkpoint at each start.
+        env.setdefault("TELEMETRY_AGENT_STATE_DIR", str((args.run_dir / "agent").resolve()))
     stack = Stack(env=env, logs=logs, base_port=args.base_port, agent=not args.no_agent)
 
     stopping = False
