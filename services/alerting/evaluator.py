@@ -55,6 +55,9 @@ SLICE_RECORDS = 200
 # Longest wait for records when idle (then timers advance). Not shortened when a timer is due: after
 # a restart the replayed samples, not a tick racing them, say when a restored pending alert fired.
 IDLE_WAIT_MS = 50
+# A cut network leaves a statement waiting for TCP to give up (minutes), while the lock, ended by the
+# server's keepalive, may be a standby's already: an unanswered check steps down.
+LOCK_CHECK_TIMEOUT_S = 5.0
 
 
 class LeadershipLost(RuntimeError):
@@ -90,8 +93,12 @@ class Evaluator:
             finally:
                 self.leading, self._lock_conn = False, None
                 if not conn.is_closed():
-                    with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                        await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", lock)
+                    with contextlib.suppress(
+                        OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError
+                    ):
+                        await conn.execute(
+                            "SELECT pg_advisory_unlock(hashtext($1))", lock, timeout=LOCK_CHECK_TIMEOUT_S
+                        )
 
     async def _confirm_lock(self) -> None:
         """Raise LeadershipLost once the lock's session is gone.
@@ -105,9 +112,9 @@ class Evaluator:
         try:
             if conn is None or conn.is_closed():
                 raise LeadershipLost("the evaluator's lock connection is closed")
-            await conn.execute("SELECT 1")
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-            raise LeadershipLost(f"the evaluator's lock session is gone: {exc}") from exc
+            await conn.execute("SELECT 1", timeout=LOCK_CHECK_TIMEOUT_S)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            raise LeadershipLost(f"the evaluator's lock session is gone: {exc!r}") from exc
 
     async def _lead(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         s = self._settings
@@ -156,9 +163,13 @@ class Evaluator:
                     # Committing less often only widens what a crash replays; replays are idempotent.
                     await consumer.commit()
                     committed_at, uncommitted = time.monotonic(), False
-        finally:
-            await _commit_quietly(consumer)
+        except BaseException:
+            # The last fetch may be only partly evaluated and persisted (the lock lost mid-batch, a
+            # failed write): its offsets stay uncommitted, so whoever evaluates next replays it.
             await consumer.stop()
+            raise
+        await _commit_quietly(consumer)  # a clean stop: every fetched record is evaluated and persisted
+        await consumer.stop()
 
     async def _step(self, runtime: ServiceRuntime, engine: Engine) -> None:
         """Every tick interval: reload configuration, take signals, tick; otherwise fire due timers."""

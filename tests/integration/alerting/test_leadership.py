@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
+from aiokafka import TopicPartition
 from fastapi import FastAPI
 
+from libs.common.bus.kafka import group_lag
+from libs.common.events import Envelope, envelop, topics
+from libs.common.events.telemetry import SampleBatchV1
 from services.alerting.app import create_app
-from tests.integration.alerting.helpers import alerting_settings
+from tests.integration.alerting.helpers import alerting_settings, gpu
+from tests.integration.bus_fixtures import publish
 from tests.integration.support import Isolation, advisory_lock_holder, eventually, running
 
 
@@ -53,3 +59,50 @@ async def _new_holder(pool: object, key: str, old: int) -> int | None:
 
 async def _async(value: bool) -> bool:
     return value
+
+
+async def test_an_evaluator_that_steps_down_leaves_what_it_had_not_committed_to_be_evaluated_again(
+    isolation: Isolation,
+) -> None:
+    # Offsets are committed after the first fetch, then not for an hour: what comes after stays uncommitted.
+    settings = alerting_settings(isolation, offset_commit_interval_s=3600)
+    key = f"gpucloud.alerting.evaluator.{settings.pg_schema}"
+    topic = f"{isolation.topic_prefix}{topics.TELEMETRY_SAMPLES}"
+    partitions = [TopicPartition(topic, p) for p in range(3)]
+    group = settings.group_id("samples")
+    app = create_app(settings)
+    async with running(app):
+        evaluator, pool = app.state.evaluator, app.state.runtime.pool
+        await eventually(lambda: _async(evaluator.leading), timeout=20, what="the evaluator leading")
+        await publish(isolation, _batches("first", 4), topic=topics.TELEMETRY_SAMPLES)
+        await eventually(lambda: _async(evaluator.evaluated >= 8), timeout=20, what="the first batches read")
+        await publish(isolation, _batches("second", 4), topic=topics.TELEMETRY_SAMPLES)
+        await eventually(
+            lambda: _async(evaluator.evaluated >= 16), timeout=20, what="the second batches read"
+        )
+        uncommitted = await group_lag(bootstrap=isolation.infra.kafka, group=group, partitions=partitions)
+        assert uncommitted >= 4  # at least the second batches: read and evaluated, not committed
+        before = evaluator.evaluated
+
+        holder = await advisory_lock_holder(pool, key)
+        assert holder is not None
+        assert await pool.fetchval("SELECT pg_terminate_backend($1)", holder)
+        await eventually(lambda: _new_holder(pool, key, holder), timeout=20, what="the lock taken again")
+        # Stepping down committed nothing more, so the next evaluator read those batches again.
+        await eventually(
+            lambda: _async(evaluator.evaluated >= before + 2 * uncommitted),
+            timeout=20,
+            what="the uncommitted batches evaluated again",
+        )
+
+
+def _batches(node: str, count: int) -> list[Envelope]:
+    """`count` batches of two GPUs' quiet samples, a second apart."""
+    start = datetime.now(UTC) - timedelta(seconds=count)
+    return [
+        envelop(
+            SampleBatchV1(node=node, at=at, samples=[gpu(i, node=node, mem_pct=40) for i in range(2)]),
+            source="test",
+        )
+        for at in (start + timedelta(seconds=n) for n in range(count))
+    ]
