@@ -3,6 +3,9 @@ validates offline against the Kubernetes schemas; the kustomization lists files 
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import kubernetes_validate
@@ -86,3 +89,21 @@ def test_the_node_agent_is_given_only_variables_it_reads_and_names_itself_after_
     assert {e["name"] for e in env} - read - runtime == set()
     hostname = next(e for e in env if e["name"] == "TELEMETRY_AGENT_HOSTNAME")
     assert hostname["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+def test_the_node_agents_init_container_can_hand_over_its_directory_at_every_start(tmp_path: Path) -> None:
+    (agent,) = [d for _, d in _documents() if d["kind"] == "DaemonSet"]
+    (init,) = agent["spec"]["template"]["spec"]["initContainers"]  # type: ignore[index]
+    (mount,) = init["volumeMounts"]
+    caps = ",".join(f"+{c.lower()}" for c in init["securityContext"]["capabilities"]["add"])
+    command = [arg.replace(mount["mountPath"], str(tmp_path)) for arg in init["command"]]
+    for start in ("first", "second"):  # the second finds the directory already the agent's
+        done = subprocess.run(
+            ["setpriv", "--reuid=0", "--inh-caps=-all", f"--bounding-set=-all,{caps}", *command],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, f"{start} start: {done.stderr}"
+    assert (tmp_path.stat().st_uid, tmp_path.stat().st_mode & 0o777) == (10001, 0o700)
