@@ -51,8 +51,9 @@ async def _tails_match(
 ) -> str | None:
     """Read the record before each saved position (where it still exists) and compare fingerprints.
 
-    A position past the end shows as a fetch that returns nothing under a high watermark below it.
-    (The end offsets alone do not tell: the embedded broker answers the last batch's first offset.)
+    A position past the end shows as a fetch that returns nothing under a high watermark below it (the
+    embedded broker), or as records from the beginning after the consumer's reset (Apache Kafka). The end
+    offsets alone do not tell: the embedded broker answers an offset inside the last batch.
     """
     want = {tp: p for tp, p in saved.items() if p.tail is not None and p.next_offset > begins[tp]}
     for tp, position in want.items():
@@ -62,6 +63,10 @@ async def _tails_match(
         batches = await consumer.getmany(*want, timeout_ms=200)
         for tp, records in batches.items():
             position = want.pop(tp)
+            if records[0].offset < position.next_offset - 1:
+                # Apache Kafka answers a fetch past the end with OFFSET_OUT_OF_RANGE, and the consumer
+                # (auto_offset_reset=earliest) starts over from the beginning.
+                return _outside(tp, position, begins[tp], max(ends[tp], consumer.highwater(tp) or 0))
             if (
                 records[0].offset != position.next_offset - 1
                 or fingerprint(records[0].value) != position.tail

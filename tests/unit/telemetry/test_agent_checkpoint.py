@@ -281,6 +281,9 @@ class FakeConsumer:
         self.begins = begins or dict.fromkeys(logs, 0)
         self.positions = dict(self.begins)
         self.silent_fetches = 0  # fetches that answer nothing yet (a slow broker)
+        # Apache Kafka answers a fetch past the end with OFFSET_OUT_OF_RANGE and the consumer
+        # (auto_offset_reset=earliest) starts over; the embedded broker answers nothing.
+        self.resets_past_the_end = False
         self.listed_short_by = 0  # end_offsets short of the end, as the embedded broker answers
 
     def assignment(self) -> set[TopicPartition]:
@@ -311,6 +314,8 @@ class FakeConsumer:
             return {}
         out = {}
         for tp in tps or tuple(self.logs):
+            if self.resets_past_the_end and self.positions[tp] > len(self.logs[tp]):
+                self.positions[tp] = self.begins[tp]
             start = self.positions[tp]
             if start < len(self.logs[tp]):
                 out[tp] = [Rec(o, v) for o, v in enumerate(self.logs[tp][start:], start=start)]
@@ -366,21 +371,25 @@ async def test_a_restart_resumes_after_the_checkpoint_and_ends_with_the_full_rep
 
 
 @pytest.mark.parametrize(
-    ("recreated", "reason"),
+    ("recreated", "resets", "reason"),
     [
-        ({SCHED: HISTORY[:3], CMDS: []}, r"position \d+ is outside \[0, \d\]"),
-        ({SCHED: LATER * 5, CMDS: [_command("new")]}, "holds another record than the one read there"),
+        ({SCHED: HISTORY[:3], CMDS: []}, False, r"position \d+ is outside \[0, \d\]"),
+        ({SCHED: HISTORY[:3], CMDS: []}, True, r"position \d+ is outside \[0, \d\]"),
+        ({SCHED: LATER * 5, CMDS: [_command("new")]}, False, "holds another record than the one read there"),
     ],
+    ids=["shorter, embedded broker", "shorter, apache kafka", "recreated longer"],
 )
 async def test_a_checkpoint_the_broker_no_longer_matches_is_refused_and_the_topics_replayed(
-    tmp_path: Path, recreated: dict[TopicPartition, list[bytes]], reason: str
+    tmp_path: Path, recreated: dict[TopicPartition, list[bytes]], resets: bool, reason: str
 ) -> None:
     first = _agent(tmp_path)
     await _started(first, FakeConsumer({SCHED: list(HISTORY), CMDS: [_command("old")]}))
     await first.intake.save(force=True)
 
     again, full = _agent(tmp_path), _agent()
-    await _started(again, FakeConsumer(recreated))
+    broker = FakeConsumer(recreated)
+    broker.resets_past_the_end = resets
+    await _started(again, broker)
     await _started(full, FakeConsumer(recreated))
     assert again.intake.refused is not None
     assert re.search(reason, again.intake.refused)
