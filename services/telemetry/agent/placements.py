@@ -61,16 +61,20 @@ class PlacementBook:
         if isinstance(event, WorkloadPlacedV1):
             self._placed(event, at=at)
         elif isinstance(event, WorkloadMigratingV1):
-            self._migrating_to[event.workload_id] = event.to_placement_id
+            current = self._placements.get(event.workload_id)
+            if current is None or current.placement_id != event.to_placement_id:  # not a redelivered move
+                self._migrating_to[event.workload_id] = event.to_placement_id
         elif isinstance(event, WorkloadEndedV1):
             self._ended(event)
 
     def _placed(self, event: WorkloadPlacedV1, *, at: datetime) -> None:
         gpus = tuple(a.gpu_uuid for a in event.allocations if a.gpu_uuid in self._gpus)
         current = self._placements.get(event.workload_id)
-        if current is not None and current.placement_id == event.placement_id:
-            return
         moving = self._migrating_to.get(event.workload_id) == event.placement_id
+        if current is not None and current.placement_id == event.placement_id:
+            if moving:  # a redelivered move to where it already is: nothing is pending any more
+                del self._migrating_to[event.workload_id]
+            return
         if moving or (gpus and current is not None):
             # The scheduler emits the target's placed event right after the migrating one: once it is
             # here (on these GPUs or elsewhere) nothing is pending, so other nodes' moves leave no trace.

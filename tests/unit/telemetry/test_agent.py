@@ -96,6 +96,23 @@ def test_ended_placement_is_released_without_reports() -> None:
     assert [r for s in range(0, 20) for r in book.reports(now=at(s))] == []
 
 
+def test_a_redelivered_migration_leaves_nothing_held_once_the_workload_ends() -> None:
+    book, gpus = _book()
+    move = WorkloadMigratingV1(
+        workload_id="w1", tenant_id="acme", from_placement_id="p1", to_placement_id="p2"
+    )
+    book.apply(_placed(gpus[:1], duration_s=None), at=T0)
+    for _ in range(2):  # the relay published the move's batch twice (at least once)
+        book.apply(move, at=at(11))
+        book.apply(_placed(gpus[1:2], placement="p2", duration_s=None), at=at(11))
+    assert book.allocations() == {gpus[1]: ("w1", "acme")}
+    book.apply(
+        WorkloadEndedV1(workload_id="w1", tenant_id="acme", placement_id="p2", outcome="completed"), at=at(20)
+    )
+    assert book.allocations() == {}
+    assert not book.holds("w1")  # nothing left for the agent's checkpoint to keep
+
+
 def test_migration_reports_checkpoint_transfer_restore_progress_then_running() -> None:
     book, gpus = _book()
     book.apply(_placed(gpus[:1], duration_s=None), at=T0)
