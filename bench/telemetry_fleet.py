@@ -160,8 +160,9 @@ async def measure(
     emit("consumer_lag_last", lags[-1], "messages")
     emit("consumer_lag_max", max(lags), "messages")
     # Stable: the backlog ends within one tick of batches of where it started and of its minimum.
-    grows = lags[-1] > min(lags) + nodes or lags[-1] > lags[0] + nodes
-    emit("consumer_lag_verdict", "growing" if grows else "stable", "verdict")
+    growth = max(lags[-1] - min(lags), lags[-1] - lags[0]) / nodes
+    emit("consumer_lag_growth_ticks", round(growth, 3), "ticks")
+    emit("consumer_lag_verdict", "growing" if growth > 1 else "stable", "verdict")
     p50, p99 = (quantile(buckets0["total"], buckets1["total"], q) for q in (0.5, 0.99))
     emit("sample_to_redis_p50", round(p50, 3), "s")
     emit("sample_to_redis_p99", round(p99, 3), "s")
