@@ -26,6 +26,7 @@ from prometheus_client import Counter, Gauge
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from libs.common.bus.kafka import create_consumer
+from libs.common.db.locks import advisory_lock_holder
 from libs.common.db.uow import UnitOfWork
 from libs.common.events import EVENT_TYPES, EventDecodeError, decode, topics
 from libs.common.events.alerting import AlertFiredV1, AlertResolvedV1
@@ -78,6 +79,7 @@ class Evaluator:
         self._checks_for: frozenset[str] | None = None
         self._checks: FieldChecks = ()
         self._lock_conn: asyncpg.Connection[Any] | None = None
+        self._lock_key, self._lock_pid = "", 0
 
     async def run(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         """Wait to become the evaluator, then evaluate until `stop` or until the lock is lost."""
@@ -89,6 +91,7 @@ class Evaluator:
                 await asyncio.sleep(1.0)
             try:
                 self.leading, self._lock_conn = True, conn
+                self._lock_key, self._lock_pid = lock, conn.get_server_pid()
                 await self._lead(runtime, stop)
             finally:
                 self.leading, self._lock_conn = False, None
@@ -223,6 +226,10 @@ class Evaluator:
         if changes.empty() and not changes.notifications and not signal_ids:
             return
         async with runtime.uow() as uow:
+            # The fence: written only while this evaluator's session still holds the lock. Between two
+            # ticks' checks a successor may have taken it and loaded the state; this keeps it the only writer.
+            if await advisory_lock_holder(uow.conn, self._lock_key) != self._lock_pid:
+                raise LeadershipLost("the evaluator's lock is no longer its session's: nothing written")
             store = StateStore(uow.conn)
             new = await store.save(changes)
             for change in changes.transitions:

@@ -107,16 +107,6 @@ def process_alive(pid: int) -> bool:
     return status.exists() and "zombie" not in status.read_text()
 
 
-async def advisory_lock_holder(conn: asyncpg.Connection[Any] | asyncpg.Pool[Any], key: str) -> int | None:
-    """The backend pid holding the session advisory lock ``pg_try_advisory_lock(hashtext(key))``, if any."""
-    pid = await conn.fetchval(
-        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-        " AND ((classid::bigint << 32) | objid::bigint) = hashtext($1)::bigint",
-        key,
-    )
-    return int(pid) if pid is not None else None
-
-
 async def eventually(
     probe: Callable[[], Awaitable[T]],
     *,

@@ -23,6 +23,7 @@ from libs.common.bus import (
 )
 from libs.common.bus import relay as relay_module
 from libs.common.db import PostgresUnitOfWork, create_pool
+from libs.common.db.locks import advisory_lock_holder
 from libs.common.events import topics
 from libs.common.events.platform import TenantCreatedV1
 from tests.integration.bus_fixtures import (
@@ -34,7 +35,7 @@ from tests.integration.bus_fixtures import (
     tenant_events,
     worker_command,
 )
-from tests.integration.support import Isolation, TopicReader, advisory_lock_holder, eventually
+from tests.integration.support import Isolation, TopicReader, eventually
 from tests.integration.workers.bus_worker import record_applied
 
 

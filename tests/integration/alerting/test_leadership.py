@@ -5,16 +5,19 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from aiokafka import TopicPartition
 from fastapi import FastAPI
 
 from libs.common.bus.kafka import group_lag
+from libs.common.db.locks import advisory_lock_holder
 from libs.common.events import Envelope, envelop, topics
 from libs.common.events.telemetry import SampleBatchV1
 from services.alerting.app import create_app
+from services.alerting.evaluator import Evaluator
 from tests.integration.alerting.helpers import alerting_settings, gpu
 from tests.integration.bus_fixtures import publish
-from tests.integration.support import Isolation, advisory_lock_holder, eventually, running
+from tests.integration.support import ADMIN_HEADERS, Isolation, eventually, running
 
 
 async def test_an_evaluator_whose_lock_session_dies_steps_down_and_one_evaluator_leads_again(
@@ -96,13 +99,53 @@ async def test_an_evaluator_that_steps_down_leaves_what_it_had_not_committed_to_
         )
 
 
-def _batches(node: str, count: int) -> list[Envelope]:
-    """`count` batches of two GPUs' quiet samples, a second apart."""
+def _batches(node: str, count: int, *, mem_pct: float = 40) -> list[Envelope]:
+    """`count` batches of two GPUs' samples (quiet by default), a second apart."""
     start = datetime.now(UTC) - timedelta(seconds=count)
     return [
         envelop(
-            SampleBatchV1(node=node, at=at, samples=[gpu(i, node=node, mem_pct=40) for i in range(2)]),
+            SampleBatchV1(node=node, at=at, samples=[gpu(i, node=node, mem_pct=mem_pct) for i in range(2)]),
             source="test",
         )
         for at in (start + timedelta(seconds=n) for n in range(count))
     ]
+
+
+async def test_a_deposed_evaluator_that_has_not_noticed_yet_writes_nothing(
+    isolation: Isolation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the fence in the write can stop it: the per-tick check of the lock's session is switched off.
+    async def unchecked(self: Evaluator) -> None:
+        return None
+
+    monkeypatch.setattr(Evaluator, "_confirm_lock", unchecked)
+    settings = alerting_settings(isolation)
+    key = f"gpucloud.alerting.evaluator.{settings.pg_schema}"
+    apps = [create_app(settings), create_app(settings)]
+    async with running(apps[0]) as client, running(apps[1]):
+        pool = apps[0].state.runtime.pool
+        response = await client.post("/v1/rules", json=_MEMORY_RULE, headers=ADMIN_HEADERS)
+        assert response.status_code == 201, response.text
+        first = await eventually(lambda: advisory_lock_holder(pool, key), timeout=20, what="a leader")
+        assert await pool.fetchval("SELECT pg_terminate_backend($1)", first)
+        await eventually(lambda: _new_holder(pool, key, first), timeout=20, what="the lock taken again")
+        assert _leading(apps) == 2  # the deposed one has not noticed: nothing told it yet
+
+        # Samples that change alert state on every partition: the deposed evaluator, consuming some of
+        # them until the group rebalances, must fail to write and step down.
+        crossing = [b for n in range(6) for b in _batches(f"hot-{n}", 2, mem_pct=95)]
+        await publish(isolation, crossing, topic=topics.TELEMETRY_SAMPLES)
+        await eventually(
+            lambda: _async(_leading(apps) == 1), timeout=30, what="the deposed evaluator stepping down"
+        )
+        assert await advisory_lock_holder(pool, key) not in (None, first)
+
+
+_MEMORY_RULE = {
+    "name": "FenceMemHigh",
+    "metric": "fb_used_pct",
+    "threshold": 90,
+    "for": "30s",
+    "matchers": [{"name": "node", "op": "=~", "value": "hot-.*"}],
+    "severity": "critical",
+}
