@@ -1,4 +1,5 @@
-"""Two real scheduler processes on one schema: SIGKILL the active placer mid-stream of submissions."""
+"""Two real scheduler processes on one schema: the active placer lost mid-stream of submissions, killed
+with SIGKILL or alive with its lock's session terminated."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import asyncpg
 import httpx
+import pytest
 
 from libs.common.broker import free_port
+from libs.common.db.locks import advisory_lock_holder
 from libs.common.events.scheduler import WorkloadPlacedV1
 from tests.integration.scheduler.helpers import register_gpus, scheduler_reader, spec
 from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
@@ -36,6 +40,10 @@ async def _is_placer(client: httpx.AsyncClient) -> bool:
     return response.status_code == 200 and bool(response.json()["placer_here"])
 
 
+async def _one_placer(clients: list[httpx.AsyncClient]) -> bool:
+    return sum([await _is_placer(c) for c in clients]) == 1
+
+
 async def _answers(client: httpx.AsyncClient) -> bool:
     try:
         return (await client.get("/healthz")).status_code == 200
@@ -43,8 +51,20 @@ async def _answers(client: httpx.AsyncClient) -> bool:
         return False
 
 
-async def test_killed_placer_is_replaced_and_every_workload_is_placed_exactly_once(
-    isolation: Isolation, tmp_path: Path
+async def _cut_lock_session(iso: Isolation) -> None:
+    """End the active placer's lock session while its process lives on (a terminated backend)."""
+    conn = await asyncpg.connect(iso.infra.database_url)
+    try:
+        holder = await advisory_lock_holder(conn, f"gpucloud.scheduler.placer.{iso.schema('scheduler')}")
+        assert holder is not None, "the active placer holds the lock"
+        assert await conn.fetchval("SELECT pg_terminate_backend($1)", holder)
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("loss", ["sigkill", "lock session cut"])
+async def test_a_lost_placer_is_replaced_and_every_workload_is_placed_exactly_once(
+    isolation: Isolation, tmp_path: Path, loss: str
 ) -> None:
     ports = (free_port(), free_port())
     leader = _start(isolation, ports[0], tmp_path / "a.log")
@@ -76,17 +96,24 @@ async def test_killed_placer_is_replaced_and_every_workload_is_placed_exactly_on
                     await reader.wait_for(
                         lambda evs: any(isinstance(p, WorkloadPlacedV1) for _, p in evs), timeout=30
                     )
-                    leader.send_signal(signal.SIGKILL)
-                    leader.wait(timeout=10)
+                    if loss == "sigkill":
+                        leader.send_signal(signal.SIGKILL)
+                        leader.wait(timeout=10)
+                    else:  # both processes live on; whichever takes the lock next places, alone
+                        await _cut_lock_session(isolation)
                     killed_at = time.monotonic()
 
-            await eventually(lambda: _is_placer(b), timeout=20, interval=0.1, what="standby takes over")
+            survivors = [b] if loss == "sigkill" else [a, b]
+            await eventually(
+                lambda: _one_placer(survivors), timeout=20, interval=0.1, what="one placer again"
+            )
             takeover_s = time.monotonic() - killed_at
             events = await reader.wait_for(
                 lambda evs: {p.workload_id for _, p in evs if isinstance(p, WorkloadPlacedV1)} >= set(ids),
                 timeout=60,
                 what="every workload placed",
             )
+            assert await _one_placer(survivors), "still one placer once every workload is placed"
     finally:
         for proc in (leader, standby):
             if proc is not None and proc.poll() is None:
