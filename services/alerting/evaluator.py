@@ -166,13 +166,12 @@ class Evaluator:
                     # Committing less often only widens what a crash replays; replays are idempotent.
                     await consumer.commit()
                     committed_at, uncommitted = time.monotonic(), False
-        except BaseException:
-            # The last fetch may be only partly evaluated and persisted (the lock lost mid-batch, a
-            # failed write): its offsets stay uncommitted, so whoever evaluates next replays it.
+            # Reached on a clean stop only: every fetched record is evaluated and persisted. After an
+            # error (the lock lost mid-batch, a failed write) the last fetch may be only partly so: its
+            # offsets stay uncommitted, and whoever evaluates next replays it.
+            await _commit_quietly(consumer)
+        finally:
             await consumer.stop()
-            raise
-        await _commit_quietly(consumer)  # a clean stop: every fetched record is evaluated and persisted
-        await consumer.stop()
 
     async def _step(self, runtime: ServiceRuntime, engine: Engine) -> None:
         """Every tick interval: reload configuration, take signals, tick; otherwise fire due timers."""
