@@ -119,32 +119,44 @@ async def log_end_offsets(
     batch holds several records. A fetch from there returns the true high watermark, so this reads
     one from a consumer of its own (no group, nothing committed) and takes the larger of the two.
     """
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=10
-    )
+    consumer = _probe(bootstrap, group=None)
     await consumer.start()
     try:
-        listed = await consumer.end_offsets(list(partitions))
-        consumer.assign(list(partitions))
-        for tp in partitions:
-            consumer.seek(tp, listed[tp])
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while any(consumer.highwater(tp) is None for tp in partitions):
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"no fetch answered for {list(partitions)} within {timeout_s}s")
-            await consumer.getmany(*partitions, timeout_ms=100, max_records=1)
-        return {tp: max(listed[tp], consumer.highwater(tp) or 0) for tp in partitions}
+        return await _read_ends(consumer, partitions, timeout_s=timeout_s)
     finally:
         await consumer.stop()
 
 
 async def group_lag(*, bootstrap: str, group: str, partitions: Sequence[TopicPartition]) -> int:
     """Records of these partitions that the consumer group has not committed yet."""
-    ends = await log_end_offsets(bootstrap=bootstrap, partitions=partitions)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    consumer = _probe(bootstrap, group=group)  # assigned, never subscribed: it does not join the group
     await consumer.start()
     try:
+        ends = await _read_ends(consumer, partitions, timeout_s=10.0)
         committed = {tp: (await consumer.committed(tp)) or 0 for tp in partitions}
         return sum(max(0, ends[tp] - committed[tp]) for tp in partitions)
     finally:
         await consumer.stop()
+
+
+def _probe(bootstrap: str, *, group: str | None) -> AIOKafkaConsumer:
+    """A consumer that only looks: partitions are assigned to it, and it commits nothing."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False, fetch_max_wait_ms=10
+    )
+
+
+async def _read_ends(
+    consumer: AIOKafkaConsumer, partitions: Sequence[TopicPartition], *, timeout_s: float
+) -> dict[TopicPartition, int]:
+    """See log_end_offsets: the listed end, or the high watermark of a fetch from there when larger."""
+    listed = await consumer.end_offsets(list(partitions))
+    consumer.assign(list(partitions))
+    for tp in partitions:
+        consumer.seek(tp, listed[tp])
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while any(consumer.highwater(tp) is None for tp in partitions):
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"no fetch answered for {list(partitions)} within {timeout_s}s")
+        await consumer.getmany(*partitions, timeout_ms=100, max_records=1)
+    return {tp: max(listed[tp], consumer.highwater(tp) or 0) for tp in partitions}
