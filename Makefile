@@ -27,7 +27,7 @@ migrate: install infra ## Apply every service's migrations (each in its own sche
 	$(BIN)/python -m libs.common.db.migrate
 
 run: install infra ## Start the whole suite: embedded broker, six services, simulated fleet
-	$(BIN)/python -m libs.common.devstack
+	$(BIN)/python -m libs.devkit.devstack
 
 demo: install ## The guided tour, against a suite started by `make run` in another terminal
 	$(BIN)/python scripts/demo.py

@@ -33,12 +33,12 @@ from aiokafka import TopicPartition
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BenchEnv, emit, log, percentile
-from libs.common.broker import EmbeddedBroker, free_port
 from libs.common.bus import create_producer
 from libs.common.bus.kafka import group_lag
 from libs.common.events import encode, envelop, topics
 from libs.common.events.telemetry import GpuMetrics, SampleBatchV1
 from libs.common.settings import DEV_ADMIN_KEY
+from libs.devkit.broker import EmbeddedBroker, free_port
 
 BENCH = "alerting.eval"
 NODES, GPUS_PER_NODE = 1250, 8

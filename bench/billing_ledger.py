@@ -32,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncpg
 
 from bench.common import BenchEnv, cpu_seconds, emit, log
-from libs.common.broker import EmbeddedBroker
 from libs.common.bus import create_producer
 from libs.common.db import migrate, service_migrations
 from libs.common.events import encode, envelop, topics
 from libs.common.events.scheduler import AllocationItem, WorkloadEndedV1, WorkloadPlacedV1
+from libs.devkit.broker import EmbeddedBroker
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 LINES_PER_WORKLOAD = 1440
@@ -213,7 +213,7 @@ def _batch(first: int, count: int) -> tuple[list[tuple[object, ...]], list[tuple
 
 
 async def export_child(database_url: str, schema: str, fmt: str) -> None:
-    from services.billing.export_stream import ExportRequest, export_chunks, export_totals
+    from services.billing.adapters.export_queries import ExportRequest, export_chunks, export_totals
 
     conn = await asyncpg.connect(database_url, server_settings={"search_path": schema})
     request = ExportRequest(

@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncpg
 
 from bench.common import BenchEnv, emit, log, percentile
-from libs.common.broker import EmbeddedBroker
 from libs.common.bus import (
     ConsumerRunner,
     HandlerContext,
+    Handlers,
     OutboxRelay,
     create_consumer,
     create_producer,
@@ -32,6 +32,7 @@ from libs.common.db import PostgresUnitOfWork, create_pool, migrate
 from libs.common.db.migrate import PLATFORM_MIGRATIONS, discover
 from libs.common.events import topics
 from libs.common.events.platform import TenantCreatedV1
+from libs.devkit.broker import EmbeddedBroker
 
 BENCH = "bus.outbox_to_consumer"
 
@@ -100,7 +101,7 @@ async def run(args: argparse.Namespace, bootstrap: str) -> None:
         consumer=consumer,
         producer=producer,
         uow_factory=lambda: PostgresUnitOfWork(pool=pool, source="bench"),
-        handlers={TenantCreatedV1: recorder},
+        handlers=Handlers(None).on(TenantCreatedV1, recorder),
         topic_prefix=env.topic_prefix,
     )
     tasks = [asyncio.create_task(relay.run(stop)), asyncio.create_task(runner.run(stop))]

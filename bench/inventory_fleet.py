@@ -20,8 +20,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from libs.common.broker import EmbeddedBroker
 from libs.common.settings import DEV_ADMIN_KEY
+from libs.devkit.broker import EmbeddedBroker
 from services.inventory.app import create_app
 from services.inventory.settings import InventorySettings
 

@@ -43,7 +43,6 @@ import asyncpg
 import httpx
 
 from bench.common import BenchEnv, cpu_seconds, emit, log, percentile
-from libs.common.broker import EmbeddedBroker, free_port
 from libs.common.bus import create_consumer, create_producer
 from libs.common.events import EVENT_TYPES, Event, decode, encode, envelop, topics
 from libs.common.events.agent import MigrationStepV1
@@ -62,6 +61,7 @@ from libs.common.events.scheduler import (
 )
 from libs.common.events.telemetry import FaultSignaledV1
 from libs.common.settings import DEV_ADMIN_KEY
+from libs.devkit.broker import EmbeddedBroker, free_port
 
 BENCH = "recovery.sim (recovery service with stand-in responders)"
 GPUS_PER_NODE = 8
@@ -74,7 +74,7 @@ MIX: list[tuple[str, int | None, int]] = [
     ("xid", 92, 3), ("xid", 45, 2), ("power", None, 2), ("xid", 999, 1),
 ]  # fmt: skip
 PHASES = (("checkpoint", 30), ("transfer", 70), ("restore", 95), ("running", 100))
-# Inventory's health transitions (services/inventory/health.py): target -> states it may start from.
+# Inventory's health transitions (services/inventory/domain/health.py): target -> states it may start from.
 # A request that does not apply changes nothing and emits nothing, as in inventory.
 FROM_STATES = {
     "draining": {"healthy", "degraded"},

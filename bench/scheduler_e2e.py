@@ -41,7 +41,6 @@ from aiokafka import AIOKafkaConsumer
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BenchEnv, cpu_seconds, emit, log, percentile
-from libs.common.broker import EmbeddedBroker, free_port
 from libs.common.bus import create_producer
 from libs.common.events import EVENT_TYPES, Event, decode, encode, envelop, topics
 from libs.common.events.agent import WorkloadExitedV1, WorkloadStartedV1
@@ -49,6 +48,7 @@ from libs.common.events.inventory import GpuRegisteredV1
 from libs.common.events.scheduler import WorkloadPlacedV1
 from libs.common.redis import Keyspace, create_redis
 from libs.common.settings import DEV_ADMIN_KEY
+from libs.devkit.broker import EmbeddedBroker, free_port
 
 BENCH = "scheduler.e2e"
 RATE_PER_S = int(os.environ.get("BENCH_RATE", "100"))

@@ -14,9 +14,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from services.scheduler.cluster import Allocation, ClusterState, GpuView, MigPartition, slots_of
-from services.scheduler.model import GangPolicy, GpuRequest, MigRequest, UnitsRequest, Workload, WorkloadKind
-from services.scheduler.placement import QueueEntry, schedule
+from services.scheduler.domain.cluster import Allocation, ClusterState, GpuView, MigPartition, slots_of
+from services.scheduler.domain.model import (
+    GangPolicy,
+    GpuRequest,
+    MigRequest,
+    UnitsRequest,
+    Workload,
+    WorkloadKind,
+)
+from services.scheduler.domain.schedule import QueueEntry, schedule
 
 TARGET_PER_S = 1000.0
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -30,10 +30,10 @@ from prometheus_client.parser import text_string_to_metric_families
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import cpu_seconds
-from libs.common.broker import EmbeddedBroker, free_port
 from libs.common.bus.kafka import group_lag
 from libs.common.events import topics
 from libs.common.redis import Keyspace, create_redis
+from libs.devkit.broker import EmbeddedBroker, free_port
 
 BENCH = "telemetry_fleet"
 TARGET_GPUS_PER_S = 10_000

@@ -9,9 +9,8 @@ authenticate tenants' API keys locally.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +20,8 @@ from redis.asyncio import Redis
 
 from libs.common.auth.principal import KeyCache
 from libs.common.auth.replication import HANDLERS as AUTH_HANDLERS
-from libs.common.bus.consumer import ConsumerRunner, Handler, RetryPolicy
+from libs.common.bus.consumer import ConsumerRunner, RetryPolicy
+from libs.common.bus.handlers import Handlers
 from libs.common.bus.kafka import (
     all_physical_topics,
     create_consumer,
@@ -33,10 +33,10 @@ from libs.common.bus.relay import OutboxRelay
 from libs.common.db.migrate import Migration, migrate
 from libs.common.db.pool import create_pool
 from libs.common.db.uow import PostgresUnitOfWork
-from libs.common.events import Event
 from libs.common.events.topics import PLATFORM
 from libs.common.redis import Keyspace, create_redis
 from libs.common.settings import BaseServiceSettings
+from libs.common.stopping import sleep_or_stop
 
 __all__ = ["BackgroundTask", "ConsumerSpec", "ServiceRuntime"]
 
@@ -69,7 +69,7 @@ class ConsumerSpec:
 
     name: str
     topics: tuple[str, ...]
-    handlers: Mapping[type[Event], Handler]
+    handlers: Handlers[Any]
     #: Shortest fetch long-poll for this consumer; the settings' ``KAFKA_FETCH_MAX_WAIT_MS`` when longer.
     min_fetch_wait_ms: int = 0
 
@@ -218,8 +218,7 @@ class ServiceRuntime:
                 raise
             except Exception:
                 log.exception("%s crashed; restarting in %.1fs", name, backoff)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), timeout=backoff)
+                await sleep_or_stop(self._stop, backoff)
                 backoff = min(backoff * 2, 10.0)
 
     async def _run_relay(self) -> None:

@@ -8,10 +8,12 @@ from libs.common.db import service_migrations
 from libs.common.events import topics
 from libs.common.http import create_service_app
 from libs.common.runtime import ConsumerSpec, ServiceRuntime
-from services.alerting import api_alerts, api_delivery, api_rules
-from services.alerting.delivery import DeliveryWorker
-from services.alerting.evaluator import Evaluator
-from services.alerting.handlers import HANDLERS
+from services.alerting.api import alerts as api_alerts
+from services.alerting.api import delivery as api_delivery
+from services.alerting.api import rules as api_rules
+from services.alerting.service.delivery_worker import DeliveryWorker
+from services.alerting.service.evaluator import Evaluator
+from services.alerting.service.handlers import AlertingDeps, handlers
 from services.alerting.settings import AlertingSettings
 
 __all__ = ["create_app"]
@@ -26,7 +28,11 @@ def create_app(settings: AlertingSettings | None = None) -> FastAPI:
         settings=settings,
         migrations=service_migrations("alerting"),
         consumers=[
-            ConsumerSpec("signals", (topics.TELEMETRY_FAULTS, topics.BILLING, topics.RECOVERY), HANDLERS)
+            ConsumerSpec(
+                "signals",
+                (topics.TELEMETRY_FAULTS, topics.BILLING, topics.RECOVERY),
+                handlers(AlertingDeps()),
+            )
         ],
         background=[("evaluator", evaluator.run), ("delivery", delivery.run)],
     )

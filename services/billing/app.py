@@ -8,9 +8,9 @@ from libs.common.db import service_migrations
 from libs.common.events import topics
 from libs.common.http import create_service_app
 from libs.common.runtime import ConsumerSpec, ServiceRuntime
-from services.billing import api, api_config
-from services.billing.handlers import build_handlers
-from services.billing.loops import background_tasks, metering_config
+from services.billing.api import ROUTERS
+from services.billing.service.handlers import BillingDeps, handlers
+from services.billing.service.loops import background_tasks, metering_config
 from services.billing.settings import BillingSettings
 
 __all__ = ["create_app"]
@@ -19,11 +19,11 @@ __all__ = ["create_app"]
 def create_app(settings: BillingSettings | None = None) -> FastAPI:
     """Build the billing app; nothing connects until the app's lifespan starts."""
     settings = settings or BillingSettings()
-    handlers = build_handlers(metering=metering_config(settings), idle=settings.idle_policy)
+    deps = BillingDeps(metering=metering_config(settings), idle=settings.idle_policy)
     runtime = ServiceRuntime(
         settings=settings,
         migrations=service_migrations("billing"),
-        consumers=[ConsumerSpec("main", (topics.SCHEDULER, topics.TELEMETRY_SAMPLES), handlers)],
+        consumers=[ConsumerSpec("main", (topics.SCHEDULER, topics.TELEMETRY_SAMPLES), handlers(deps))],
         background=background_tasks(settings),
     )
     return create_service_app(
@@ -33,5 +33,5 @@ def create_app(settings: BillingSettings | None = None) -> FastAPI:
             "Metering, an append-only double-entry ledger, tags, per-project exports, "
             "budgets, idle reclaim and spot advice."
         ),
-        routers=[api.router, api_config.router],
+        routers=list(ROUTERS),
     )

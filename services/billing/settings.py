@@ -8,7 +8,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from libs.common.settings import BaseServiceSettings
-from services.billing.idle import IdlePolicy
+from services.billing.domain.idle import IdlePolicy
 
 __all__ = ["BillingSettings"]
 

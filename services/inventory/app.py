@@ -13,14 +13,14 @@ from libs.common.db import service_migrations
 from libs.common.events import topics
 from libs.common.http import create_service_app
 from libs.common.runtime import BackgroundTask, ConsumerSpec, ServiceRuntime
-from services.inventory import admin, api
-from services.inventory.catalog import load_catalog
-from services.inventory.fleetfile import parse_fleet
-from services.inventory.handlers import make_handlers
-from services.inventory.operations import UnitContext, register
-from services.inventory.records import NodeDiscovery
+from services.inventory.adapters.catalog_yaml import load_catalog
+from services.inventory.adapters.fleet_yaml import parse_fleet
+from services.inventory.api import admin, read
+from services.inventory.domain.records import NodeDiscovery
+from services.inventory.domain.units import UnitBasis
+from services.inventory.service.handlers import InventoryDeps, handlers
+from services.inventory.service.operations import UnitContext, register
 from services.inventory.settings import InventorySettings
-from services.inventory.units import UnitBasis
 
 __all__ = ["create_app"]
 
@@ -59,7 +59,7 @@ def create_app(settings: InventorySettings | None = None) -> FastAPI:
         text = settings.fleet_file.read_text(encoding="utf-8")
         background.append(("fleet-file", _fleet_loader(parse_fleet(text=text, catalog=catalog), units)))
     consumer = ConsumerSpec(
-        "main", (topics.NODE_AGENT, topics.SCHEDULER, topics.RECOVERY), make_handlers(units=units)
+        "main", (topics.NODE_AGENT, topics.SCHEDULER, topics.RECOVERY), handlers(InventoryDeps(units=units))
     )
     runtime = ServiceRuntime(
         settings=settings,
@@ -74,7 +74,7 @@ def create_app(settings: InventorySettings | None = None) -> FastAPI:
             "The GPU pool as users see it: nodes, GPUs, MIG and time-sliced partitions, "
             "compute units, health and capacity."
         ),
-        routers=[api.router, admin.router],
+        routers=[read.router, admin.router],
     )
     app.state.units = units
     return app

@@ -8,12 +8,12 @@ from libs.common.db import service_migrations
 from libs.common.events import topics
 from libs.common.http import create_service_app
 from libs.common.runtime import BackgroundTask, ConsumerSpec, ServiceRuntime
-from services.recovery import api
-from services.recovery.catalog import load_catalog
-from services.recovery.handlers import RecoveryHandlers
-from services.recovery.loops import samples_loop, tick_loop
+from services.recovery.adapters.catalog_loader import load_catalog
+from services.recovery.adapters.sample_window import SampleWindow
+from services.recovery.api import catalog, incidents, slo
+from services.recovery.service.handlers import RecoveryDeps, handlers
+from services.recovery.service.loops import samples_loop, tick_loop
 from services.recovery.settings import RecoverySettings
-from services.recovery.window import SampleWindow
 
 __all__ = ["create_app"]
 
@@ -29,7 +29,7 @@ CONSUMED = (
 def create_app(settings: RecoverySettings | None = None) -> FastAPI:
     """Build the recovery app; nothing connects until the app's lifespan starts."""
     settings = settings or RecoverySettings()
-    catalog = load_catalog()
+    fault_catalog = load_catalog()
     background: list[tuple[str, BackgroundTask]] = [("recovery-tick", tick_loop())]
     if settings.consume_samples:
         background.append(("recovery-samples", samples_loop))
@@ -41,8 +41,8 @@ def create_app(settings: RecoverySettings | None = None) -> FastAPI:
         if settings.consume_samples
         else None
     )
-    handlers = RecoveryHandlers(settings=settings, catalog=catalog, window=window)
-    runtime.consumers = [ConsumerSpec("main", CONSUMED, handlers.mapping())]
+    deps = RecoveryDeps(settings=settings, catalog=fault_catalog, window=window)
+    runtime.consumers = [ConsumerSpec("main", CONSUMED, handlers(deps))]
     app = create_service_app(
         runtime=runtime,
         title="gpucloud recovery",
@@ -50,8 +50,8 @@ def create_app(settings: RecoverySettings | None = None) -> FastAPI:
             "Fault classification, root-cause hints, automatic drain and migration, and "
             "recovery SLO statistics."
         ),
-        routers=[api.router],
+        routers=[incidents.router, slo.router, catalog.router],
     )
-    app.state.catalog = catalog
+    app.state.catalog = fault_catalog
     app.state.recovery_settings = settings
     return app

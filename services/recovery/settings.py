@@ -8,7 +8,7 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from libs.common.settings import BaseServiceSettings
-from services.recovery.incidents import RecoveryPolicy
+from services.recovery.domain.incidents import RecoveryPolicy
 
 __all__ = ["RecoverySettings"]
 

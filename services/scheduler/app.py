@@ -4,19 +4,18 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from libs.common.auth.api import router as tenants_router
 from libs.common.db import service_migrations
 from libs.common.events import topics
 from libs.common.http import create_service_app
 from libs.common.runtime import ConsumerSpec, ServiceRuntime
-from services.scheduler import api, api_admin, api_advice, api_drafts
-from services.scheduler.catalog import load_default_catalog
-from services.scheduler.context import SchedulerContext
-from services.scheduler.handlers import make_handlers
-from services.scheduler.placer import Placer
-from services.scheduler.quota_store import QuotaStore
+from services.scheduler.adapters.catalog_loader import load_default_catalog
+from services.scheduler.adapters.quota_store import QuotaStore
+from services.scheduler.api import admin, advice, drafts, tenants, workloads
+from services.scheduler.service.context import SchedulerContext
+from services.scheduler.service.handlers import SchedulerDeps, handlers
+from services.scheduler.service.placer import Placer
+from services.scheduler.service.submission import hold_submission_pool
 from services.scheduler.settings import SchedulerSettings
-from services.scheduler.submission import hold_submission_pool
 
 __all__ = ["create_app"]
 
@@ -30,13 +29,14 @@ def create_app(settings: SchedulerSettings | None = None, *, quotas: QuotaStore 
     ctx = SchedulerContext(
         settings=settings, runtime=runtime, catalog=load_default_catalog(), quota_override=quotas
     )
-    runtime.consumers = [ConsumerSpec("main", _CONSUMED, make_handlers(half_life=ctx.half_life))]
+    deps = SchedulerDeps(half_life=ctx.half_life)
+    runtime.consumers = [ConsumerSpec("main", _CONSUMED, handlers(deps))]
     runtime.background = [("placer", Placer(ctx)), ("submission-pool", hold_submission_pool(ctx))]
     app = create_service_app(
         runtime=runtime,
         title="gpucloud scheduler",
         # Drafts before workloads, so /v1/workloads/drafts is never read as a workload id.
-        routers=[tenants_router, api_drafts.router, api.router, api_admin.router, api_advice.router],
+        routers=[tenants.router, drafts.router, workloads.router, admin.router, advice.router],
         description=(
             "Multi-tenant queue with dynamic priority, fair share, a reserved pool, "
             "quotas, gang placement and preemption."

@@ -13,8 +13,8 @@ from services.telemetry.settings import TelemetrySettings
 
 
 async def _run_agent(settings: TelemetrySettings) -> None:
-    from services.telemetry.agent.process import NodeAgent, utc_now
-    from services.telemetry.agent.setup import resolve_setup
+    from services.telemetry.service.agent.process import NodeAgent, utc_now
+    from services.telemetry.service.agent.setup import resolve_setup
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -8,12 +8,12 @@ from libs.common.db import service_migrations
 from libs.common.events import topics
 from libs.common.http import create_service_app
 from libs.common.runtime import ConsumerSpec, ServiceRuntime
-from services.telemetry import api, api_live
-from services.telemetry.handlers import HANDLERS
-from services.telemetry.ingest import ingest_loop
-from services.telemetry.loops import allocation_loop, rollup_loop
+from services.telemetry.api import gpus, sim, stream
+from services.telemetry.service.handlers import TelemetryDeps, handlers
+from services.telemetry.service.ingest import ingest_loop
+from services.telemetry.service.loops import allocation_loop, rollup_loop
+from services.telemetry.service.state import TelemetryState
 from services.telemetry.settings import TelemetrySettings
-from services.telemetry.state import TelemetryState
 
 __all__ = ["create_app"]
 
@@ -25,7 +25,7 @@ def create_app(settings: TelemetrySettings | None = None) -> FastAPI:
     runtime = ServiceRuntime(
         settings=settings,
         migrations=service_migrations("telemetry"),
-        consumers=[ConsumerSpec("allocations", (topics.SCHEDULER,), HANDLERS)],
+        consumers=[ConsumerSpec("allocations", (topics.SCHEDULER,), handlers(TelemetryDeps()))],
         background=[
             ("samples", ingest_loop(state)),
             ("rollups", rollup_loop(state)),
@@ -39,7 +39,7 @@ def create_app(settings: TelemetrySettings | None = None) -> FastAPI:
             "Per-second GPU metrics from NVML or the simulated fleet: live state, "
             "rollups, Prometheus exposition, a live stream, hints and fault signals."
         ),
-        routers=[api.router, api_live.router],
+        routers=[gpus.router, stream.router, sim.router],
     )
     app.state.telemetry = state
     return app

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from libs.common.broker import EmbeddedBroker
 from libs.common.redis import Keyspace, create_redis
+from libs.devkit.broker import EmbeddedBroker
 from tests.integration.support import Infra, Isolation
 
 

@@ -108,13 +108,16 @@ def process_alive(pid: int) -> bool:
 
 
 async def eventually(
-    probe: Callable[[], Awaitable[T]],
+    probe: Callable[[], Awaitable[T | None]],
     *,
     timeout: float = 15.0,
     interval: float = 0.05,
     what: str = "condition",
 ) -> T:
-    """Poll ``probe`` until it returns a truthy value; fail the test after ``timeout`` seconds."""
+    """Poll ``probe`` until it returns a truthy value; fail the test after ``timeout`` seconds.
+
+    A truthy value is never None, so a probe answering ``X | None`` gives an ``X``.
+    """
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:

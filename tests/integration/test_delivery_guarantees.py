@@ -8,7 +8,7 @@ import signal
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import asyncpg
 from aiokafka import AIOKafkaProducer
@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaProducer
 from libs.common.bus import (
     ConsumerRunner,
     HandlerContext,
+    Handlers,
     OutboxRelay,
     RetryPolicy,
     create_consumer,
@@ -41,8 +42,13 @@ from tests.integration.workers.bus_worker import record_applied
 
 @asynccontextmanager
 async def consumer_running(
-    iso: Isolation, schema: str, handler, *, group: str = "inproc", attempts: int = 5
-) -> AsyncIterator[ConsumerRunner]:  # type: ignore[no-untyped-def]
+    iso: Isolation,
+    schema: str,
+    handler: Callable[[TenantCreatedV1, HandlerContext[None]], Awaitable[None]],
+    *,
+    group: str = "inproc",
+    attempts: int = 5,
+) -> AsyncIterator[ConsumerRunner]:
     pool = await create_pool(dsn=iso.infra.database_url, schema=schema, max_size=4)
     producer = create_producer(bootstrap=iso.infra.kafka, client_id="test")
     consumer = create_consumer(
@@ -59,7 +65,7 @@ async def consumer_running(
         consumer=consumer,
         producer=producer,
         uow_factory=lambda: PostgresUnitOfWork(pool=pool, source="test"),
-        handlers={TenantCreatedV1: handler},
+        handlers=Handlers(None).on(TenantCreatedV1, handler),
         topic_prefix=iso.topic_prefix,
         retry=RetryPolicy(max_attempts=attempts, base_s=0.01, max_s=0.05),
     )
@@ -208,9 +214,14 @@ class _CommitsDuringBatch(OutboxRelay):
         await super()._publish(rows)
 
 
+class _PoolSize(TypedDict, total=False):
+    min_size: int
+    max_size: int
+
+
 @asynccontextmanager
 async def _relay_schema(
-    iso: Isolation, name: str, **pool_args: int
+    iso: Isolation, name: str, **pool_args: Unpack[_PoolSize]
 ) -> AsyncIterator[tuple[str, asyncpg.Pool[Any], AIOKafkaProducer]]:
     """A schema of the test's own with the platform tables and topic, a pool on it and a started producer."""
     schema = iso.schema(name)

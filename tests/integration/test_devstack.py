@@ -10,8 +10,8 @@ import sys
 import time
 from pathlib import Path
 
-from libs.common.broker import free_port, free_ports
-from libs.common.devstack import SERVICES
+from libs.common.db.migrate import SERVICES
+from libs.devkit.broker import free_port, free_ports
 from tests.integration.support import Isolation, process_alive
 
 
@@ -42,7 +42,7 @@ def test_make_run_stack_is_ready_within_60s_and_ctrl_c_leaves_no_process(
     }
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "libs.common.devstack", "--ready-timeout", "60"],
+        [sys.executable, "-m", "libs.devkit.devstack", "--ready-timeout", "60"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -10,7 +10,7 @@ import time
 from tests.integration.support import process_alive
 
 _START = (
-    "from libs.common.broker import EmbeddedBroker; b = EmbeddedBroker().start(); "
+    "from libs.devkit.broker import EmbeddedBroker; b = EmbeddedBroker().start(); "
     "print(b._proc.pid, flush=True); import time; time.sleep(120)"
 )
 

@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from libs.common import broker
-from libs.common.broker import free_port, free_ports
+from libs.devkit import broker
+from libs.devkit.broker import free_port, free_ports
 
 
 def _bindable(port: int) -> bool:

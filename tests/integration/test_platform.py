@@ -4,6 +4,7 @@ traces across processes' boundaries, migrations racing, the unit-of-work contrac
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import asyncpg
 import pytest
@@ -46,7 +47,7 @@ async def test_broker_supports_every_kafka_feature_the_bus_relies_on(isolation: 
     first = create_consumer(bootstrap=kafka, group_id=group, topics=[topic], client_id="c1")
     await first.start()
     try:
-        seen = []
+        seen: list[Any] = []  # aiokafka's ConsumerRecords (the library is untyped)
         while len(seen) < 40:
             for tp, records in (await first.getmany(timeout_ms=500)).items():
                 seen += records

@@ -13,7 +13,7 @@ from pathlib import Path
 import asyncpg
 import httpx
 
-from libs.common.broker import EmbeddedBroker, free_port
+from libs.devkit.broker import EmbeddedBroker, free_port
 from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
 
 #: What an orchestrator waits between SIGTERM and SIGKILL by default (Kubernetes: 30 s).

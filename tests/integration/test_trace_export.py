@@ -21,7 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from libs.common.broker import free_port
+from libs.devkit.broker import free_port
 from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
 
 SERVICE = "inventory"  # the cheapest to start; GET /v1/catalog reads no table

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import kubernetes_validate
 import pytest
@@ -20,7 +21,8 @@ K8S = ROOT / "deploy" / "k8s"
 KUBERNETES_VERSION = "1.30.0"
 
 
-def _documents() -> list[tuple[str, dict[str, object]]]:
+def _documents() -> list[tuple[str, dict[str, Any]]]:
+    """Every manifest document by `file#index`; parsed YAML has no schema, hence `Any` values."""
     docs = []
     for path in sorted(K8S.glob("*.yaml")):
         if path.name == "kustomization.yaml":
@@ -55,9 +57,9 @@ def test_kustomization_lists_exactly_the_manifest_files() -> None:
 def test_each_service_has_deployment_with_probes_service_and_disruption_budget() -> None:
     kinds: dict[str, set[str]] = {}
     for _, doc in _documents():
-        kinds.setdefault(doc["metadata"]["name"], set()).add(doc["kind"])  # type: ignore[index]
+        kinds.setdefault(doc["metadata"]["name"], set()).add(doc["kind"])
         if doc["kind"] == "Deployment":
-            container = doc["spec"]["template"]["spec"]["containers"][0]  # type: ignore[index]
+            container = doc["spec"]["template"]["spec"]["containers"][0]
             assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
             assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
             assert container["resources"]["requests"]
@@ -85,7 +87,7 @@ def test_the_node_agent_is_given_only_variables_it_reads_and_names_itself_after_
     read = {f.alias or prefix + name.upper() for name, f in TelemetrySettings.model_fields.items()}
     runtime = {"NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"}  # for the NVIDIA container runtime
     (agent,) = [d for _, d in _documents() if d["kind"] == "DaemonSet"]
-    env = agent["spec"]["template"]["spec"]["containers"][0]["env"]  # type: ignore[index]
+    env = agent["spec"]["template"]["spec"]["containers"][0]["env"]
     assert {e["name"] for e in env} - read - runtime == set()
     hostname = next(e for e in env if e["name"] == "TELEMETRY_AGENT_HOSTNAME")
     assert hostname["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
@@ -94,7 +96,7 @@ def test_the_node_agent_is_given_only_variables_it_reads_and_names_itself_after_
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
 def test_the_node_agents_init_container_can_hand_over_its_directory_at_every_start(tmp_path: Path) -> None:
     (agent,) = [d for _, d in _documents() if d["kind"] == "DaemonSet"]
-    (init,) = agent["spec"]["template"]["spec"]["initContainers"]  # type: ignore[index]
+    (init,) = agent["spec"]["template"]["spec"]["initContainers"]
     (mount,) = init["volumeMounts"]
     caps = ",".join(f"+{c.lower()}" for c in init["securityContext"]["capabilities"]["add"])
     command = [arg.replace(mount["mountPath"], str(tmp_path)) for arg in init["command"]]

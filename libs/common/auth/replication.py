@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-from libs.common.bus.consumer import Handler, HandlerContext
-from libs.common.events import Event
+from libs.common.bus.handlers import HandlerContext, Handlers
 from libs.common.events.platform import ApiKeyIssuedV1, ApiKeyRevokedV1, TenantCreatedV1
 
-__all__ = ["HANDLERS", "store_key", "store_tenant"]
+__all__ = [
+    "HANDLERS",
+    "on_api_key_issued",
+    "on_api_key_revoked",
+    "on_tenant_created",
+    "store_key",
+    "store_tenant",
+]
 
 _UPSERT_TENANT = (
     "INSERT INTO tenants (tenant_id, name) VALUES ($1, $2) ON CONFLICT (tenant_id) DO UPDATE SET name = $2"
@@ -30,20 +35,22 @@ async def store_key(conn: Any, event: ApiKeyIssuedV1) -> None:
     await conn.execute(_INSERT_KEY, event.key_id, event.key_hash, event.tenant_id, event.role)
 
 
-async def handle_tenant_created(event: TenantCreatedV1, ctx: HandlerContext) -> None:
+async def on_tenant_created(event: TenantCreatedV1, ctx: HandlerContext) -> None:
     await store_tenant(ctx.uow.conn, event)
 
 
-async def handle_key_issued(event: ApiKeyIssuedV1, ctx: HandlerContext) -> None:
+async def on_api_key_issued(event: ApiKeyIssuedV1, ctx: HandlerContext) -> None:
     await store_key(ctx.uow.conn, event)
 
 
-async def handle_key_revoked(event: ApiKeyRevokedV1, ctx: HandlerContext) -> None:
+async def on_api_key_revoked(event: ApiKeyRevokedV1, ctx: HandlerContext) -> None:
     await ctx.uow.conn.execute(_REVOKE_KEY, event.key_id)
 
 
-HANDLERS: Mapping[type[Event], Handler] = {
-    TenantCreatedV1: handle_tenant_created,
-    ApiKeyIssuedV1: handle_key_issued,
-    ApiKeyRevokedV1: handle_key_revoked,
-}
+#: The platform consumer's handlers (no deps): every service runs them over the platform topic.
+HANDLERS: Handlers[None] = (
+    Handlers(None)
+    .on(TenantCreatedV1, on_tenant_created)
+    .on(ApiKeyIssuedV1, on_api_key_issued)
+    .on(ApiKeyRevokedV1, on_api_key_revoked)
+)

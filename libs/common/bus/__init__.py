@@ -1,6 +1,7 @@
 """The event bus: Kafka clients, the outbox relay and the consumer runner."""
 
-from libs.common.bus.consumer import ConsumerRunner, Handler, HandlerContext, RetryPolicy
+from libs.common.bus.consumer import ConsumerRunner, RetryPolicy
+from libs.common.bus.handlers import HandlerContext, Handlers
 from libs.common.bus.kafka import (
     all_physical_topics,
     create_consumer,
@@ -12,8 +13,8 @@ from libs.common.bus.relay import OutboxRelay
 
 __all__ = [
     "ConsumerRunner",
-    "Handler",
     "HandlerContext",
+    "Handlers",
     "OutboxRelay",
     "RetryPolicy",
     "all_physical_topics",

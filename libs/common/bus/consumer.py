@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 from opentelemetry.trace import SpanKind
 
+from libs.common.bus.handlers import Handler, HandlerContext, Handlers
 from libs.common.db.uow import UnitOfWork
 from libs.common.events import EVENT_TYPES, Envelope, Event, EventDecodeError, decode
 from libs.common.events.topics import dlq
@@ -32,20 +33,10 @@ from libs.common.observability.metrics import (
 )
 from libs.common.observability.tracing import span_from_traceparent, traceparent_from_headers
 
-__all__ = ["ConsumerRunner", "Handler", "HandlerContext", "RetryPolicy"]
+__all__ = ["ConsumerRunner", "RetryPolicy"]
+
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class HandlerContext:
-    """What a handler gets besides its payload: the envelope and the open unit of work."""
-
-    envelope: Envelope
-    uow: UnitOfWork
-
-
-Handler = Callable[[Any, HandlerContext], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +93,7 @@ class ConsumerRunner:
         consumer: AIOKafkaConsumer,
         producer: AIOKafkaProducer,
         uow_factory: Callable[[], UnitOfWork],
-        handlers: Mapping[type[Event], Handler],
+        handlers: Handlers[Any],
         topic_prefix: str = "",
         retry: RetryPolicy | None = None,
         rng: random.Random | None = None,
@@ -112,7 +103,8 @@ class ConsumerRunner:
         self._consumer = consumer
         self._producer = producer
         self._uow_factory = uow_factory
-        self._handlers = {cls.event_type(): handler for cls, handler in handlers.items()}
+        self._deps = handlers.deps
+        self._handlers = {cls.event_type(): handler for cls, handler in handlers.table.items()}
         self._prefix = topic_prefix
         self._retry = retry or RetryPolicy()
         self._rng = rng or random.Random()
@@ -230,7 +222,7 @@ class ConsumerRunner:
                 },
             ),
         ):
-            await item.handler(item.payload, HandlerContext(envelope=item.envelope, uow=uow))
+            await item.handler(item.payload, HandlerContext(envelope=item.envelope, uow=uow, deps=self._deps))
 
     @contextmanager
     def _count_failure(self, item: _Item) -> Iterator[None]:

@@ -18,9 +18,11 @@ import asyncpg
 from aiokafka import AIOKafkaProducer
 from opentelemetry.trace import SpanKind
 
+from libs.common.db.leadership import Lease, lead
 from libs.common.db.pool import QUEUE_READS
 from libs.common.observability.metrics import EVENTS_PRODUCED, OUTBOX_BACKLOG
 from libs.common.observability.tracing import current_traceparent, kafka_headers, span_from_traceparent
+from libs.common.stopping import sleep_or_stop, wait_for_wake
 
 __all__ = ["OutboxRelay"]
 
@@ -84,7 +86,7 @@ class OutboxRelay:
                 await self._run_on_connection(stop)
             except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("outbox relay lost its connection, reconnecting: %s", exc)
-                await self._sleep(stop, self._poll_interval_s)
+                await sleep_or_stop(stop, self._poll_interval_s)
 
     async def publish_batch(self) -> int:
         """Publish one batch of unsent rows, unless a running relay holds the schema; returns how many."""
@@ -101,18 +103,13 @@ class OutboxRelay:
             # (reset below, before the connection goes back to the pool).
             await _configure(conn, local=False)
             await conn.add_listener(_CHANNEL, self._on_notify)
+            stand_by = lambda: self._stand_by(stop)  # noqa: E731  # the wait between two tries of the lock
             while not stop.is_set():
-                if await conn.fetchval("SELECT pg_try_advisory_lock(hashtext($1))", self._lock_key):
-                    try:
-                        await self._lead(conn, stop)
-                    finally:
-                        if not conn.is_closed():
-                            await conn.execute("SELECT pg_advisory_unlock(hashtext($1))", self._lock_key)
-                    if conn.is_closed():
-                        raise asyncpg.InterfaceError("the relay's connection was closed")
-                else:
-                    self._wake.clear()
-                    await self._idle(stop)
+                async with lead(conn, key=self._lock_key, stop=stop, wait=stand_by) as lease:
+                    if lease is not None:
+                        await self._lead(lease, stop)
+                if conn.is_closed():
+                    raise asyncpg.InterfaceError("the relay's connection was closed")
         finally:
             if not conn.is_closed():
                 with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
@@ -120,11 +117,11 @@ class OutboxRelay:
                     await conn.execute("; ".join(f"RESET {name}" for name in _SESSION))
             await self._pool.release(conn)
 
-    async def _lead(self, conn: asyncpg.Connection[Any], stop: asyncio.Event) -> None:
+    async def _lead(self, lease: Lease, stop: asyncio.Event) -> None:
         """Publish batches over the lock's own connection, two statements each (no transaction needed:
         marking after publishing is what makes delivery at least once)."""
-        housekeeping_at = 0.0
-        while not stop.is_set() and not conn.is_closed():
+        conn, housekeeping_at = lease.conn, 0.0
+        while not stop.is_set() and lease.open:
             now = asyncio.get_running_loop().time()
             if now >= housekeeping_at:
                 housekeeping_at = now + self._housekeeping_interval_s
@@ -138,7 +135,7 @@ class OutboxRelay:
             except (TimeoutError, OSError, asyncpg.PostgresError) as exc:
                 log.warning("outbox relay batch failed, retrying: %s", exc)
                 sent = 0
-                await self._sleep(stop, self._poll_interval_s)
+                await sleep_or_stop(stop, self._poll_interval_s)
             if sent < self._batch_size:
                 await self._idle(stop)
 
@@ -201,15 +198,10 @@ class OutboxRelay:
         if payload == self._schema:
             self._wake.set()
 
-    @staticmethod
-    async def _sleep(stop: asyncio.Event, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=seconds)
+    async def _stand_by(self, stop: asyncio.Event) -> None:
+        """While another relay holds the schema: wait for a NOTIFY or the poll interval, then try again."""
+        self._wake.clear()
+        await self._idle(stop)
 
     async def _idle(self, stop: asyncio.Event) -> None:
-        waiters = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
-        try:
-            await asyncio.wait(waiters, timeout=self._poll_interval_s, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
+        await wait_for_wake(stop, self._wake, self._poll_interval_s)

@@ -13,10 +13,10 @@ from typing import Any
 
 import httpx
 
-from libs.common.broker import free_port
 from libs.common.bus import create_producer
 from libs.common.events import encode, envelop, topics
 from libs.common.events.telemetry import GpuMetrics, SampleBatchV1
+from libs.devkit.broker import free_port
 from services.alerting.settings import AlertingSettings
 from tests.integration.support import ADMIN_HEADERS, Isolation
 

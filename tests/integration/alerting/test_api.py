@@ -10,7 +10,7 @@ import yaml
 from libs.common.events import envelop, topics
 from libs.common.events.telemetry import FaultSignaledV1
 from services.alerting.app import create_app
-from services.alerting.rulefile import validate_rule_file
+from services.alerting.domain.rulefile import validate_rule_file
 from tests.integration.alerting.helpers import SECRET, alerting_settings
 from tests.integration.bus_fixtures import publish
 from tests.integration.support import (

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import asyncpg
 import pytest
 from aiokafka import TopicPartition
 from fastapi import FastAPI
@@ -14,7 +16,7 @@ from libs.common.db.locks import advisory_lock_holder
 from libs.common.events import Envelope, envelop, topics
 from libs.common.events.telemetry import SampleBatchV1
 from services.alerting.app import create_app
-from services.alerting.evaluator import Evaluator
+from services.alerting.service.evaluator import Evaluator
 from tests.integration.alerting.helpers import alerting_settings, gpu
 from tests.integration.bus_fixtures import publish
 from tests.integration.support import ADMIN_HEADERS, Isolation, eventually, running
@@ -55,8 +57,8 @@ def _leading(apps: list[FastAPI]) -> int:
     return sum(bool(app.state.evaluator.leading) for app in apps)
 
 
-async def _new_holder(pool: object, key: str, old: int) -> int | None:
-    holder = await advisory_lock_holder(pool, key)  # type: ignore[arg-type]
+async def _new_holder(pool: asyncpg.Pool[Any], key: str, old: int) -> int | None:
+    holder = await advisory_lock_holder(pool, key)
     return holder if holder not in (None, old) else None
 
 

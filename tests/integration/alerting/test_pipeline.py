@@ -8,12 +8,12 @@ from datetime import datetime, timedelta
 import httpx
 from fastapi import FastAPI
 
-from libs.common.broker import free_port
 from libs.common.events import topics
 from libs.common.events.alerting import AlertFiredV1, AlertResolvedV1
+from libs.devkit.broker import free_port
 from services.alerting.app import create_app
-from services.alerting.outgoing import IDEMPOTENCY_HEADER
-from services.alerting.signing import verify
+from services.alerting.domain.outgoing import IDEMPOTENCY_HEADER
+from services.alerting.domain.signing import verify
 from tests.integration.alerting.helpers import (
     SECRET,
     Feeder,
@@ -169,7 +169,7 @@ async def _attempts(client: httpx.AsyncClient, count: int) -> bool:
 async def _delivered(client: httpx.AsyncClient, count: int, fingerprint: str = "") -> bool:
     query = f"?fingerprint={fingerprint}" if fingerprint else ""
     response = await client.get(f"/v1/deliveries{query}", headers=ADMIN_HEADERS)
-    return sum(n["status"] == "delivered" for n in response.json()) == count
+    return bool(sum(n["status"] == "delivered" for n in response.json()) == count)
 
 
 async def _notifications(client: httpx.AsyncClient, count: int) -> bool:

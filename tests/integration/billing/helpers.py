@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
+from typing import SupportsInt, cast
 
 import asyncpg
 
@@ -83,4 +84,4 @@ async def ledger_total(iso: Isolation, tenant: str, project: str) -> int:
         tenant,
         project,
     )
-    return int(value)  # type: ignore[call-overload]
+    return int(cast(SupportsInt, value))  # a numeric column: Decimal or int

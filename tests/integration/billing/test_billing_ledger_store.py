@@ -12,10 +12,11 @@ import asyncpg
 import pytest
 
 from libs.common.db import migrate, service_migrations
-from services.billing.ledger_store import EntryRecord, LedgerStore, record_for_charge, record_for_reversal
-from services.billing.prices import PricingClass, ResourceKey
-from services.billing.rating import Allocation, EndReason, close, rate
-from services.billing.store import PriceStore
+from services.billing.adapters.ledger_store import LedgerStore
+from services.billing.adapters.price_store import PriceStore
+from services.billing.domain.entry_records import EntryRecord, record_for_charge, record_for_reversal
+from services.billing.domain.prices import PricingClass, ResourceKey
+from services.billing.domain.rating import Allocation, EndReason, close, rate
 from tests.integration.support import Isolation
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)

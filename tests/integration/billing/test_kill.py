@@ -6,11 +6,12 @@ import signal
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
+from typing import SupportsInt, cast
 
 import httpx
 
-from libs.common.broker import free_port
 from libs.common.events import topics
+from libs.devkit.broker import free_port
 from tests.integration.billing.helpers import ended, expected_micro, fetchval, placed
 from tests.integration.bus_fixtures import publish
 from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
@@ -27,7 +28,7 @@ def _start(iso: Isolation, port: int) -> subprocess.Popen[bytes]:
 
 async def _count(iso: Isolation, sql: str) -> int:
     try:
-        return int(await fetchval(iso, sql))  # type: ignore[call-overload]
+        return int(cast(SupportsInt, await fetchval(iso, sql)))  # a count: int
     except Exception:  # the schema appears when the process has migrated
         return 0
 
@@ -83,4 +84,4 @@ async def _reconcile(client: httpx.AsyncClient) -> dict[str, object] | None:
         response = await client.get("/v1/admin/reconciliation", headers=ADMIN_HEADERS)
     except httpx.TransportError:
         return None
-    return response.json() if response.status_code == 200 else None  # type: ignore[no-any-return]
+    return response.json() if response.status_code == 200 else None

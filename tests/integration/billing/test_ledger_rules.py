@@ -12,7 +12,7 @@ from libs.common.events import envelop, topics
 from libs.common.events.billing import BudgetThresholdCrossedV1, IdleReclaimV1
 from libs.common.events.telemetry import GpuRollup, NodeRollupV1
 from services.billing.app import create_app
-from services.billing.rating import floor_to_grid
+from services.billing.domain.rating import floor_to_grid
 from services.billing.settings import BillingSettings
 from tests.integration.billing.helpers import ended, expected_micro, fetchval, ledger_total, placed
 from tests.integration.bus_fixtures import publish

@@ -9,6 +9,7 @@ CSV and Parquet that agree with the ledger.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -209,7 +210,7 @@ class Journey:
             placed = await self.placed(self.workloads[role])
             assert set(gpus_of(placed)) <= discovered
             await eventually(
-                lambda p=placed: self.inventory_holds(p),
+                functools.partial(self.inventory_holds, placed),  # binds this iteration's placement
                 timeout=60,
                 what=f"inventory to record {role}'s allocation",
             )
@@ -351,7 +352,8 @@ class Journey:
 def _rows(content: bytes, fmt: str) -> list[dict[str, Any]]:
     if fmt == "csv":
         return list(csv.DictReader(io.StringIO(content.decode())))
-    return pq.read_table(io.BytesIO(content)).to_pylist()
+    rows: list[dict[str, Any]] = pq.read_table(io.BytesIO(content)).to_pylist()  # pyarrow is untyped
+    return rows
 
 
 def traced(events: list[tuple[Envelope, Event]], workload_id: str) -> list[tuple[str, str | None]]:

@@ -1,4 +1,4 @@
-"""The whole suite as real processes (libs.common.devstack.Stack) and a small client to drive it."""
+"""The whole suite as real processes (libs.devkit.devstack.Stack) and a small client to drive it."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from typing import Any
 import asyncpg
 import httpx
 
-from libs.common.broker import free_ports
-from libs.common.devstack import AGENT, Stack
 from libs.common.settings import DEV_ADMIN_KEY
-from services.inventory.fleetfile import gpu_uuid
+from libs.devkit.broker import free_ports
+from libs.devkit.devstack import AGENT, Stack
+from services.inventory.adapters.fleet_yaml import gpu_uuid
 from tests.integration.support import ADMIN_HEADERS, Isolation, TopicReader, eventually
 
 __all__ = ["FLEET", "Suite", "gpus_of", "running_suite", "signature_ok"]

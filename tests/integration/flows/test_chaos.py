@@ -13,8 +13,8 @@ import os
 import random
 from collections import defaultdict
 
-from libs.common.devstack import AGENT
 from libs.common.events import topics
+from libs.devkit.devstack import AGENT
 from tests.integration.alerting.helpers import receiving
 from tests.integration.flows.checks import net_charge_periods, overlaps, quotas_and_allocations_agree
 from tests.integration.flows.journey import Journey

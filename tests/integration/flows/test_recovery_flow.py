@@ -45,7 +45,10 @@ async def _placed_on(reader: TopicReader, placement_id: str) -> WorkloadPlacedV1
     events = await reader.wait_for(
         lambda evs: any(p.placement_id == placement_id for p in _of(evs, WorkloadPlacedV1)), what="placed"
     )
-    return next(p for p in _of(events, WorkloadPlacedV1) if p.placement_id == placement_id)
+    placed: WorkloadPlacedV1 = next(
+        p for p in _of(events, WorkloadPlacedV1) if p.placement_id == placement_id
+    )
+    return placed
 
 
 async def test_xid_79_drains_the_node_migrates_the_workload_elsewhere_with_progress_and_bills_no_overlap(

@@ -13,7 +13,9 @@ from libs.common.events.inventory import GpuRegisteredV1
 from libs.common.events.scheduler import AllocationItem, WorkloadEndedV1, WorkloadPlacedV1
 from tests.integration.support import ADMIN_HEADERS, TopicReader
 
-DEMO_FLEET = Path(__file__).resolve().parents[3] / "services" / "inventory" / "fleets" / "demo.yaml"
+DEMO_FLEET = (
+    Path(__file__).resolve().parents[3] / "services" / "inventory" / "adapters" / "fleets" / "demo.yaml"
+)
 
 
 def placed(

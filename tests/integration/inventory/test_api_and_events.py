@@ -10,8 +10,8 @@ from libs.common.events import topics
 from libs.common.events.agent import DiscoveredGpu, NodeDiscoveredV1
 from libs.common.events.inventory import GpuHealthChangedV1, GpuRegisteredV1, NodeRegisteredV1
 from libs.common.events.recovery import DrainRequestedV1, ReturnToServiceRequestedV1
+from services.inventory.adapters.fleet_yaml import gpu_uuid
 from services.inventory.app import create_app
-from services.inventory.fleetfile import gpu_uuid
 from services.inventory.settings import InventorySettings
 from tests.integration.bus_fixtures import publish
 from tests.integration.inventory.helpers import DEMO_FLEET, env

@@ -14,12 +14,12 @@ from libs.common.events.inventory import (
     GpuRegisteredV1,
     NodeRegisteredV1,
 )
+from services.inventory.adapters.fleet_yaml import gpu_uuid
+from services.inventory.adapters.node_store import Store
 from services.inventory.app import create_app
-from services.inventory.capacity import Ledger, capacity_summary
-from services.inventory.fleetfile import gpu_uuid
-from services.inventory.records import Allocation
+from services.inventory.domain.capacity import Ledger, capacity_summary
+from services.inventory.domain.records import Allocation
 from services.inventory.settings import InventorySettings
-from services.inventory.store import Store
 from tests.integration.bus_fixtures import publish
 from tests.integration.inventory.helpers import DEMO_FLEET, capacity, ended, env, placed
 from tests.integration.support import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI
 
@@ -107,14 +107,25 @@ async def test_xid_79_drains_the_node_migrates_the_workload_reports_progress_and
         assert (move.workload_id, move.tenant_id, move.away_from_gpu) == ("w1", "acme", "g1")
         assert move.incident_id == drain.incident_id
 
-        steps = [("checkpoint", 20), ("transfer", 55), ("restore", 85), ("running", 100)]
-        common = {"workload_id": "w1", "tenant_id": "acme", "placement_id": "p2", "node": "n2"}
+        steps: list[tuple[Literal["checkpoint", "transfer", "restore", "running"], int]] = [
+            ("checkpoint", 20),
+            ("transfer", 55),
+            ("restore", 85),
+            ("running", 100),
+        ]
         migrating = WorkloadMigratingV1(
             workload_id="w1", tenant_id="acme", from_placement_id="p1", to_placement_id="p2"
         )
         await _send(isolation, topics.SCHEDULER, migrating)
         await _send(
-            isolation, topics.NODE_AGENT, *[MigrationStepV1(**common, phase=p, percent=n) for p, n in steps]
+            isolation,
+            topics.NODE_AGENT,
+            *[
+                MigrationStepV1(
+                    workload_id="w1", tenant_id="acme", placement_id="p2", node="n2", phase=p, percent=n
+                )
+                for p, n in steps
+            ],
         )
         await _send(isolation, topics.SCHEDULER, _placed("w1", "acme", gpu="g2", node="n2", placement="p2"))
 

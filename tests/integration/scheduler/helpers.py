@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import httpx
 
@@ -56,9 +56,18 @@ async def register_gpus(
     return uuids
 
 
-async def agent_reports(iso: Isolation, placed: WorkloadPlacedV1, *, outcome: str | None) -> None:
+class _PlacementIds(TypedDict):
+    workload_id: str
+    tenant_id: str
+    placement_id: str
+    node: str
+
+
+async def agent_reports(
+    iso: Isolation, placed: WorkloadPlacedV1, *, outcome: Literal["completed", "failed"] | None
+) -> None:
     """Stand in for the node agent: start the placement, and end it when ``outcome`` is given."""
-    ids = {
+    ids: _PlacementIds = {
         "workload_id": placed.workload_id,
         "tenant_id": placed.tenant_id,
         "placement_id": placed.placement_id,
@@ -66,7 +75,7 @@ async def agent_reports(iso: Isolation, placed: WorkloadPlacedV1, *, outcome: st
     }
     events: list[Event] = [WorkloadStartedV1(**ids)]
     if outcome is not None:
-        events.append(WorkloadExitedV1(**ids, outcome=outcome))  # type: ignore[arg-type]
+        events.append(WorkloadExitedV1(**ids, outcome=outcome))
     await publish_events(iso, events, topic=topics.NODE_AGENT)
 
 

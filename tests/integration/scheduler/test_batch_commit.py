@@ -12,14 +12,14 @@ import httpx
 import pytest
 
 from services.scheduler.app import create_app
-from services.scheduler.cluster import WHOLE_SLOT, GpuView, Grant
-from services.scheduler.commit import commit_placements
-from services.scheduler.context import SchedulerContext
-from services.scheduler.decisions import Placement
-from services.scheduler.loader import PassCache, load_pass
-from services.scheduler.model import Workload
-from services.scheduler.placer import rebuild_quotas
-from services.scheduler.quota import QuotaUsage
+from services.scheduler.domain.cluster import WHOLE_SLOT, GpuView, Grant
+from services.scheduler.domain.decisions import Placement
+from services.scheduler.domain.model import Workload
+from services.scheduler.domain.quota import QuotaUsage
+from services.scheduler.service.commit import commit_placements
+from services.scheduler.service.context import SchedulerContext
+from services.scheduler.service.pass_inputs import PassCache, load_pass
+from services.scheduler.service.placer import rebuild_quotas
 from tests.integration.scheduler.helpers import capacity_known, create_tenant, register_gpus, settings, spec
 from tests.integration.support import Isolation, running
 

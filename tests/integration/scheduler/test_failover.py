@@ -14,9 +14,9 @@ import asyncpg
 import httpx
 import pytest
 
-from libs.common.broker import free_port
 from libs.common.db.locks import advisory_lock_holder
 from libs.common.events.scheduler import WorkloadPlacedV1
+from libs.devkit.broker import free_port
 from tests.integration.scheduler.helpers import register_gpus, scheduler_reader, spec
 from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
 

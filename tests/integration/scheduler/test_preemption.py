@@ -40,6 +40,7 @@ async def _placed_and_running(
     events = await reader.wait_for(
         lambda evs: any(isinstance(p, WorkloadPlacedV1) for p in of_workload(evs, wid)), what=f"{wid} placed"
     )
+    placed: WorkloadPlacedV1
     _, placed = _first(events, wid, WorkloadPlacedV1)
     await agent_reports(iso, placed, outcome=None)
     return placed

@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from libs.common.redis import Keyspace, create_redis
-from services.scheduler.quota import QuotaLimits, QuotaUsage
-from services.scheduler.quota_fake import FakeQuotaStore
-from services.scheduler.quota_store import HeldQuota, QuotaStore, RebuildNeeded, RedisQuotaStore
+from services.scheduler.adapters.quota_store import HeldQuota, QuotaStore, RebuildNeeded, RedisQuotaStore
+from services.scheduler.adapters.quota_store_fake import FakeQuotaStore
+from services.scheduler.domain.quota import QuotaLimits, QuotaUsage
 from tests.integration.support import Isolation
 
 ONE_GPU = QuotaUsage(gpus=1, units_milli=8000, workloads=1)

@@ -10,8 +10,8 @@ from fastapi import FastAPI
 
 from libs.common.events.scheduler import WorkloadPlacedV1
 from libs.common.redis import Keyspace, create_redis
-from services.scheduler import placer
 from services.scheduler.app import create_app
+from services.scheduler.service import placer
 from tests.integration.scheduler.helpers import (
     agent_reports,
     capacity_known,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import httpx
 
-from services.telemetry.agent.process import NodeAgent, utc_now
-from services.telemetry.agent.setup import AgentSetup, simulated_setup
 from services.telemetry.app import create_app
+from services.telemetry.service.agent.process import NodeAgent, utc_now
+from services.telemetry.service.agent.setup import AgentSetup, simulated_setup
 from services.telemetry.settings import TelemetrySettings
 from tests.integration.support import Isolation, running
 

@@ -15,10 +15,10 @@ from libs.common.bus.kafka import all_physical_topics, ensure_topics
 from libs.common.events import Envelope, Event, encode, envelop, topics
 from libs.common.events.agent import WorkloadExitedV1, WorkloadStartedV1
 from libs.common.events.scheduler import AllocationItem, WorkloadEndedV1, WorkloadPlacedV1
-from services.telemetry.agent import checkpoint as ck
-from services.telemetry.agent.process import NodeAgent, utc_now
-from services.telemetry.agent.setup import simulated_setup
-from services.telemetry.ids import gpu_uuid
+from services.telemetry.adapters.agent import checkpoint as ck
+from services.telemetry.adapters.sim.ids import gpu_uuid
+from services.telemetry.service.agent.process import NodeAgent, utc_now
+from services.telemetry.service.agent.setup import simulated_setup
 from services.telemetry.settings import TelemetrySettings
 from tests.integration.bus_fixtures import publish
 from tests.integration.support import Isolation, TopicReader, eventually

@@ -15,7 +15,7 @@ from libs.common.events import envelop, topics
 from libs.common.events.agent import WorkloadExitedV1, WorkloadStartedV1
 from libs.common.events.scheduler import AllocationItem, WorkloadPlacedV1
 from libs.common.events.telemetry import FaultSignaledV1, NodeRollupV1
-from services.telemetry.ids import gpu_uuid
+from services.telemetry.adapters.sim.ids import gpu_uuid
 from tests.integration.bus_fixtures import publish
 from tests.integration.support import (
     ADMIN_HEADERS,

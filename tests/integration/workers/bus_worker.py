@@ -13,7 +13,14 @@ import os
 import signal
 from typing import Any
 
-from libs.common.bus import ConsumerRunner, HandlerContext, OutboxRelay, create_consumer, create_producer
+from libs.common.bus import (
+    ConsumerRunner,
+    HandlerContext,
+    Handlers,
+    OutboxRelay,
+    create_consumer,
+    create_producer,
+)
 from libs.common.db import PostgresUnitOfWork, create_pool
 from libs.common.events import topics
 from libs.common.events.platform import TenantCreatedV1
@@ -52,7 +59,7 @@ async def consume(args: argparse.Namespace) -> None:
         consumer=consumer,
         producer=producer,
         uow_factory=lambda: PostgresUnitOfWork(pool=pool, source="worker"),
-        handlers={TenantCreatedV1: record_applied},
+        handlers=Handlers(None).on(TenantCreatedV1, record_applied),
         topic_prefix=args.prefix,
     )
     print("ready", flush=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from services.alerting.alerts import Alert, fingerprint
-from services.alerting.routing import Route, RoutingTree
+from services.alerting.domain.alerts import Alert, fingerprint
+from services.alerting.domain.routing import Route, RoutingTree
 from tests.unit.alerting.clock import at
 
 
@@ -28,4 +28,5 @@ def alert(
 def tree(**timers: timedelta) -> RoutingTree:
     """A default-only tree with explicit timers."""
     defaults = {"group_wait": timedelta(seconds=30), "group_interval": timedelta(minutes=5)}
-    return RoutingTree(default=Route(receiver="oncall", **{**defaults, **timers}))
+    # model_validate, not **kwargs: a dict of timers cannot be checked against each Route field.
+    return RoutingTree(default=Route.model_validate({"receiver": "oncall", **defaults, **timers}))

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from services.alerting.absence import NodeState, observe_node, tick_node
-from services.alerting.evaluation import Sample
-from services.alerting.rules import DEFAULT_RULES
-from services.alerting.state import EvaluationConfig, TransitionKind
+from services.alerting.domain.absence import NodeState, observe_node, tick_node
+from services.alerting.domain.alert_lifecycle import EvaluationConfig, TransitionKind
+from services.alerting.domain.rules import DEFAULT_RULES
+from services.alerting.domain.series_evaluation import Sample
 from tests.unit.alerting.clock import at
 
 SILENT = next(r for r in DEFAULT_RULES if r.name == "NodeAgentSilent")

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from services.alerting.engine import Engine
-from services.alerting.evaluation import Sample
-from services.alerting.routing import Route, RoutingTree
-from services.alerting.rules import DEFAULT_RULES, Comparator, Rule
-from services.alerting.signals import fault_signal
-from services.alerting.state import EvaluationConfig, TransitionKind
+from services.alerting.domain.alert_lifecycle import EvaluationConfig, TransitionKind
+from services.alerting.domain.engine import Engine
+from services.alerting.domain.routing import Route, RoutingTree
+from services.alerting.domain.rules import DEFAULT_RULES, Comparator, Rule
+from services.alerting.domain.series_evaluation import Sample
+from services.alerting.domain.signals import fault_signal
 from tests.unit.alerting.clock import at
 
 RULE = Rule(

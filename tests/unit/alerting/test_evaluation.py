@@ -4,10 +4,10 @@ from datetime import timedelta
 
 import pytest
 
-from services.alerting.evaluation import Sample, SeriesState, evaluate, retire_rule, tick
-from services.alerting.matchers import Matcher, MatchOp
-from services.alerting.rules import DEFAULT_RULES, Comparator, Rule
-from services.alerting.state import EvaluationConfig, Phase, TransitionKind
+from services.alerting.domain.alert_lifecycle import EvaluationConfig, Phase, TransitionKind
+from services.alerting.domain.matchers import Matcher, MatchOp
+from services.alerting.domain.rules import DEFAULT_RULES, Comparator, Rule
+from services.alerting.domain.series_evaluation import Sample, SeriesState, evaluate, retire_rule, tick
 from tests.unit.alerting.clock import at
 
 MEMORY = next(r for r in DEFAULT_RULES if r.name == "GpuMemoryHigh")
@@ -18,10 +18,11 @@ CONFIG = EvaluationConfig()
 
 def run(
     rule: Rule, labels: dict[str, str], values: list[float], *, field: str | None = None, start: float = 0
-) -> tuple[SeriesState | None, list[tuple[float, TransitionKind]]]:
+) -> tuple[SeriesState | None, list[tuple[int | float, TransitionKind]]]:
     """Feed one sample per second and collect (second, transition kind)."""
+    # `int | float`, not `float`: mypy narrows `seen[-1] == (301, ...)` on a plain float to unreachable.
     state: SeriesState | None = None
-    seen = []
+    seen: list[tuple[int | float, TransitionKind]] = []
     for i, value in enumerate(values):
         sample = Sample(labels=labels, values={field or rule.metric: value})
         step = evaluate(state=state, sample=sample, rules=[rule], now=at(start + i))

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from services.alerting.alerts import AlertStatus
-from services.alerting.grouping import Groups, Notification, due_notifications, group_key, ingest
-from services.alerting.matchers import Matcher
-from services.alerting.routing import Route, RoutingTree, route_alert
+from services.alerting.domain.alerts import AlertStatus
+from services.alerting.domain.grouping import Groups, Notification, due_notifications, group_key, ingest
+from services.alerting.domain.matchers import Matcher
+from services.alerting.domain.routing import Route, RoutingTree, route_alert
 from tests.unit.alerting.builders import alert, tree
 from tests.unit.alerting.clock import at
 

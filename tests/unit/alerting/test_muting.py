@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from services.alerting.inhibition import DEFAULT_INHIBIT_RULES, is_inhibited, muter
-from services.alerting.matchers import Matcher, MatchOp
-from services.alerting.silences import Silence, is_silenced
+from services.alerting.domain.inhibition import DEFAULT_INHIBIT_RULES, is_inhibited, muter
+from services.alerting.domain.matchers import Matcher, MatchOp
+from services.alerting.domain.silences import Silence, is_silenced
 from tests.unit.alerting.builders import alert
 from tests.unit.alerting.clock import at
 

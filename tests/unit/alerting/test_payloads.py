@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import json
 
-from services.alerting.grouping import Notification
-from services.alerting.payloads import alertmanager_webhook, dedup_key, pagerduty_event, slack_message
+from services.alerting.domain.grouping import Notification
+from services.alerting.domain.payloads import alertmanager_webhook, dedup_key, pagerduty_event, slack_message
 from tests.unit.alerting.builders import alert
 from tests.unit.alerting.clock import at
 

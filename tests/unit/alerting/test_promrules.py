@@ -5,9 +5,10 @@ from datetime import timedelta
 import pytest
 import yaml
 
-from services.alerting.matchers import Matcher, MatchOp
-from services.alerting.promrules import export_rules, expr_for, parse_rule_file, to_yaml, validate_rule_file
-from services.alerting.rules import DEFAULT_RULES, Rule
+from services.alerting.adapters.rulefile_yaml import parse_rule_file, to_yaml
+from services.alerting.domain.matchers import Matcher, MatchOp
+from services.alerting.domain.promrules import export_rules, expr_for, validate_rule_file
+from services.alerting.domain.rules import DEFAULT_RULES, Rule
 
 
 def by_name(name: str) -> Rule:

@@ -5,7 +5,14 @@ from datetime import timedelta
 
 import pytest
 
-from services.alerting.retry import DeadLetter, Delivered, Retry, RetryPolicy, next_attempt, parse_retry_after
+from services.alerting.domain.retry import (
+    DeadLetter,
+    Delivered,
+    Retry,
+    RetryPolicy,
+    next_attempt,
+    parse_retry_after,
+)
 from tests.unit.alerting.clock import at
 
 POLICY = RetryPolicy(

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from services.alerting.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, verify
+from services.alerting.domain.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, verify
 
 SECRET = b"s3cret"
 BODY = b'{"status":"firing"}'

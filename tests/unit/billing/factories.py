@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from services.billing.prices import PriceBasis, PriceEntry, PriceList, PricingClass, ResourceKey
-from services.billing.rating import Allocation
+from services.billing.domain.prices import PriceBasis, PriceEntry, PriceList, PricingClass, ResourceKey
+from services.billing.domain.rating import Allocation
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 A100 = ResourceKey(gpu_model="A100-80GB")

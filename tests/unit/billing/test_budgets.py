@@ -1,6 +1,6 @@
 from datetime import UTC, datetime
 
-from services.billing.budgets import Budget, BudgetState, apply_charge, month_of
+from services.billing.domain.budgets import Budget, BudgetState, apply_charge, month_of
 
 MARCH = datetime(2025, 3, 10, tzinfo=UTC)
 BUDGET = Budget(tenant_id="acme", project="vision", limit_micro=1_000_000)

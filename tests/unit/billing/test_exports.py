@@ -6,10 +6,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from services.billing.export_stream import ExportRequest, export_chunks
-from services.billing.exports import COLUMNS, rows_for_project, write_csv, write_jsonl, write_parquet
-from services.billing.ledger import LedgerRow, ledger_rows, post_charge, reverse
-from services.billing.rating import rate
+from services.billing.adapters.export_queries import ExportRequest, export_chunks
+from services.billing.adapters.export_writers import write_csv, write_jsonl, write_parquet
+from services.billing.domain.exports import COLUMNS, rows_for_project
+from services.billing.domain.ledger import LedgerRow, ledger_rows, post_charge, reverse
+from services.billing.domain.rating import rate
 from tests.unit.billing.factories import T0, allocation, flat_prices, minutes
 
 
@@ -90,7 +91,7 @@ class _CopyingConn:
 async def test_streamed_export_pieces_are_bytes_even_when_copy_hands_over_bytearrays() -> None:
     request = ExportRequest(tenant_id="t", project="p", start=T0, end=T0 + minutes(1), format="csv")
 
-    pieces = [p async for p in export_chunks(_CopyingConn(), request)]  # type: ignore[arg-type]
+    pieces = [p async for p in export_chunks(_CopyingConn(), request)]
 
     assert [type(p) for p in pieces] == [bytes, bytes]
     assert b"".join(pieces) == b"entry_id,at\ne1,2025-03-01\n"

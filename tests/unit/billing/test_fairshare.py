@@ -2,8 +2,8 @@ from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
 
-from services.billing.fairshare import DecayedUsage, accrue, decay_factor, decayed_usage
-from services.billing.rating import ChargeLine, EndReason, close, rate
+from services.billing.domain.fairshare import DecayedUsage, accrue, decay_factor, decayed_usage
+from services.billing.domain.rating import ChargeLine, EndReason, close, rate
 from tests.unit.billing.factories import T0, allocation, flat_prices, minutes
 
 WEEK = timedelta(days=7)

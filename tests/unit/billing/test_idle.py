@@ -1,6 +1,6 @@
 from datetime import timedelta
 
-from services.billing.idle import IdleAction, IdlePolicy, IdleState, UtilisationRollup, evaluate_idle
+from services.billing.domain.idle import IdleAction, IdlePolicy, IdleState, UtilisationRollup, evaluate_idle
 from tests.unit.billing.factories import T0, minutes
 
 # A short policy keeps the rollup lists small; the rules are the same as for 72 h / 24 h.

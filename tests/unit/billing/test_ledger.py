@@ -2,7 +2,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from services.billing.ledger import (
+from services.billing.domain.ledger import (
     JournalEntry,
     Posting,
     UnbalancedEntryError,
@@ -14,7 +14,7 @@ from services.billing.ledger import (
     reverse,
     unseen,
 )
-from services.billing.rating import ChargeLine, EndReason, close, rate
+from services.billing.domain.rating import ChargeLine, EndReason, close, rate
 from tests.unit.billing.factories import T0, allocation, flat_prices, minutes
 
 

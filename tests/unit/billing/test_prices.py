@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from services.billing.prices import (
+from services.billing.domain.prices import (
     PriceList,
     PriceNotFoundError,
     PricingClass,

@@ -4,8 +4,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 
-from services.billing.prices import PriceBasis, PriceList
-from services.billing.rating import (
+from services.billing.domain.prices import PriceBasis, PriceList
+from services.billing.domain.rating import (
     Allocation,
     ChargeLine,
     EndReason,

@@ -2,9 +2,9 @@ from datetime import timedelta
 
 import pytest
 
-from services.billing.ledger import JournalEntry, post_charge, reverse
-from services.billing.rating import EndReason, rate
-from services.billing.reconcile import FactKind, LifecycleFact, allocations_from_facts, reconcile
+from services.billing.domain.ledger import JournalEntry, post_charge, reverse
+from services.billing.domain.rating import EndReason, rate
+from services.billing.domain.reconciliation import FactKind, LifecycleFact, allocations_from_facts, reconcile
 from tests.unit.billing.factories import T0, allocation, flat_prices, minutes
 
 AS_OF = T0 + minutes(10)

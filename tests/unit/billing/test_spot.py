@@ -1,8 +1,8 @@
 from datetime import timedelta
 from decimal import Decimal
 
-from services.billing.prices import PriceList, PricingClass
-from services.billing.spot import WorkloadUsage, advise_spot, spot_report
+from services.billing.domain.prices import PriceList, PricingClass
+from services.billing.domain.spot import WorkloadUsage, advise_spot, spot_report
 from tests.unit.billing.factories import T0, entry
 
 PRICES = PriceList.of(

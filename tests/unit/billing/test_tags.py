@@ -1,5 +1,5 @@
-from services.billing.rating import rate
-from services.billing.tags import (
+from services.billing.domain.rating import rate
+from services.billing.domain.tags import (
     COST_CENTER,
     TEAM,
     UNTAGGED,

@@ -6,6 +6,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+from types import ModuleType
 
 import pytest
 
@@ -17,7 +18,7 @@ _TYPE = re.compile(r"^[a-z]+(\.[a-z_]+)+\.v(\d+)$")
 _NAME = re.compile(r"^[A-Z][A-Za-z]+V(\d+)$")
 
 
-def _family_modules() -> list[object]:
+def _family_modules() -> list[ModuleType]:
     skip = {"base", "envelope", "registry", "topics"}
     return [
         importlib.import_module(f"libs.common.events.{m.name}")

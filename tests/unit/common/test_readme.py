@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from libs.common.events.catalogue import render
+from libs.devkit.catalogue import render
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -14,7 +14,7 @@ def test_readme_topic_catalogue_matches_the_event_registry() -> None:
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"<!-- catalogue:start -->\n(.*?)<!-- catalogue:end -->", readme, re.S)
     assert block is not None
-    assert block.group(1) == render(), "run: python -m libs.common.events.readme_sync"
+    assert block.group(1) == render(), "run: python -m libs.devkit.readme_sync"
 
 
 def test_every_make_target_the_readme_names_exists() -> None:

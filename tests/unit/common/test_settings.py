@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from libs.common.settings import DEV_ADMIN_KEY, BaseServiceSettings
 from services.scheduler.settings import SchedulerSettings
@@ -11,7 +11,7 @@ def test_default_admin_key_is_refused_outside_development() -> None:
     with pytest.raises(ValidationError, match="ADMIN_API_KEY"):
         BaseServiceSettings(environment="production")
     with pytest.raises(ValidationError, match="ADMIN_API_KEY"):
-        BaseServiceSettings(environment="production", admin_api_key=DEV_ADMIN_KEY)
+        BaseServiceSettings(environment="production", admin_api_key=SecretStr(DEV_ADMIN_KEY))
 
 
 def test_development_falls_back_to_the_documented_default_key() -> None:
@@ -19,9 +19,11 @@ def test_development_falls_back_to_the_documented_default_key() -> None:
 
 
 def test_a_real_admin_key_is_accepted_in_production_and_short_ones_are_not() -> None:
-    assert BaseServiceSettings(environment="production", admin_api_key="x" * 32).admin_key == "x" * 32
+    assert (
+        BaseServiceSettings(environment="production", admin_api_key=SecretStr("x" * 32)).admin_key == "x" * 32
+    )
     with pytest.raises(ValidationError, match="16 characters"):
-        BaseServiceSettings(environment="production", admin_api_key="short")
+        BaseServiceSettings(environment="production", admin_api_key=SecretStr("short"))
 
 
 def test_shared_settings_keep_their_names_and_service_settings_take_the_prefix(

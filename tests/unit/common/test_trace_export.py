@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     ConsoleSpanExporter,
@@ -103,7 +103,9 @@ def test_flush_exports_the_spans_a_batch_still_holds() -> None:
     provider = trace.get_tracer_provider()
     assert isinstance(provider, TracerProvider)
     exporter = InMemorySpanExporter()
-    batch = BatchSpanProcessor(exporter, schedule_delay_millis=3_600_000)  # never on its own schedule
+    # Never exports on its own schedule. Typed as the base class: its shutdown() is annotated,
+    # BatchSpanProcessor's override is not.
+    batch: SpanProcessor = BatchSpanProcessor(exporter, schedule_delay_millis=3_600_000)
     provider.add_span_processor(batch)
     try:
         with trace.get_tracer("t").start_as_current_span("last before exit"):

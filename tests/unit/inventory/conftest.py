@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.inventory.catalog import Catalog, load_catalog
+from services.inventory.adapters.catalog_yaml import load_catalog
+from services.inventory.domain.catalog import Catalog
 
 
 @pytest.fixture(scope="session")

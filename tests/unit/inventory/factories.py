@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from services.inventory.catalog import Catalog
-from services.inventory.fleetfile import parse_fleet
-from services.inventory.records import Allocation, NodeInventory
-from services.inventory.registry import apply_discovery
+from services.inventory.adapters.fleet_yaml import parse_fleet
+from services.inventory.domain.catalog import Catalog
+from services.inventory.domain.records import Allocation, NodeInventory
+from services.inventory.domain.registry import apply_discovery
 
 AT = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 

@@ -6,8 +6,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from services.inventory.catalog import Catalog, load_catalog, parse_catalog
-from services.inventory.errors import MigNotSupportedError, UnknownModelError
+from services.inventory.adapters.catalog_yaml import load_catalog
+from services.inventory.domain.catalog import Catalog, parse_catalog
+from services.inventory.domain.errors import MigNotSupportedError, UnknownModelError
 
 REQUIRED = [
     "T4",

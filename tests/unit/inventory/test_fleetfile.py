@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.inventory.catalog import Catalog
-from services.inventory.errors import FleetFileError
-from services.inventory.fleetfile import gpu_uuid, parse_fleet
+from services.inventory.adapters.fleet_yaml import gpu_uuid, parse_fleet
+from services.inventory.domain.catalog import Catalog
+from services.inventory.domain.errors import FleetFileError
 from tests.unit.inventory.factories import fleet_yaml, node_yaml
 
 TWO_BY_EIGHT = fleet_yaml(

@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.inventory.errors import ForbiddenTransitionError
-from services.inventory.health import (
+from services.inventory.domain.errors import ForbiddenTransitionError
+from services.inventory.domain.health import (
     GpuHealth,
     HealthAction,
     NodeStatus,
@@ -16,7 +16,8 @@ from services.inventory.health import (
 )
 
 AT = datetime(2025, 3, 1, 9, 30, tzinfo=UTC)
-H, A = GpuHealth, HealthAction
+H = GpuHealth
+A = HealthAction
 
 ALLOWED = [
     (H.HEALTHY, A.DEGRADE, H.DEGRADED),

@@ -5,9 +5,9 @@ from itertools import combinations_with_replacement
 
 import pytest
 
-from services.inventory.catalog import Catalog, GpuModel
-from services.inventory.errors import InvalidMigLayoutError, MigNotSupportedError
-from services.inventory.mig import (
+from services.inventory.domain.catalog import Catalog, GpuModel
+from services.inventory.domain.errors import InvalidMigLayoutError, MigNotSupportedError
+from services.inventory.domain.mig import (
     MigPlacement,
     MigRequest,
     check_layout,

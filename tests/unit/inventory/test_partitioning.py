@@ -4,16 +4,16 @@ from decimal import Decimal
 
 import pytest
 
-from services.inventory.catalog import Catalog
-from services.inventory.errors import (
+from services.inventory.domain.catalog import Catalog
+from services.inventory.domain.errors import (
     InvalidMigLayoutError,
     ReconfigurationConflictError,
     TimeSliceRefusedError,
 )
-from services.inventory.mig import MigRequest
-from services.inventory.partitioning import reconfigure_mig, set_time_slice
-from services.inventory.records import Gpu, PartitionKind
-from services.inventory.timeslice import WorkloadKind
+from services.inventory.domain.mig import MigRequest
+from services.inventory.domain.partitioning import reconfigure_mig, set_time_slice
+from services.inventory.domain.records import Gpu, PartitionKind
+from services.inventory.domain.timeslice import WorkloadKind
 from tests.unit.inventory.factories import allocation, one_node
 
 

@@ -2,12 +2,17 @@ from __future__ import annotations
 
 import pytest
 
-from services.inventory.catalog import Catalog
-from services.inventory.errors import InvalidMigLayoutError, UnknownGpuError, UnknownModelError
-from services.inventory.health import GpuHealth, HealthAction, NodeStatus
-from services.inventory.mig import MigRequest
-from services.inventory.records import DiscoveredGpu, NodeDiscovery, NodeInventory, NodeLabels
-from services.inventory.registry import ChangeKind, apply_discovery, change_gpu_health, change_node_status
+from services.inventory.domain.catalog import Catalog
+from services.inventory.domain.errors import InvalidMigLayoutError, UnknownGpuError, UnknownModelError
+from services.inventory.domain.health import GpuHealth, HealthAction, NodeStatus
+from services.inventory.domain.mig import MigRequest
+from services.inventory.domain.records import DiscoveredGpu, NodeDiscovery, NodeInventory, NodeLabels
+from services.inventory.domain.registry import (
+    ChangeKind,
+    apply_discovery,
+    change_gpu_health,
+    change_node_status,
+)
 from tests.unit.inventory.factories import AT
 
 LABELS = NodeLabels(zone="z1", region="r1", pool="inference")

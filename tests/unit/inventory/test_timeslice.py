@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.inventory.errors import TimeSliceRefusedError
-from services.inventory.timeslice import MAX_RATIO, TRAINING_MAX_RATIO, WorkloadKind, decide_time_slice
+from services.inventory.domain.errors import TimeSliceRefusedError
+from services.inventory.domain.timeslice import MAX_RATIO, TRAINING_MAX_RATIO, WorkloadKind, decide_time_slice
 
 
 @pytest.mark.parametrize("ratio", [0, -1, MAX_RATIO + 1])

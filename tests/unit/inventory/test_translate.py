@@ -6,11 +6,11 @@ from decimal import Decimal
 
 from libs.common.events.agent import DiscoveredGpu, DiscoveredMigInstance, NodeDiscoveredV1
 from libs.common.events.inventory import GpuRegisteredV1, NodeRegisteredV1
-from services.inventory.catalog import Catalog
-from services.inventory.health import GpuHealth, HealthAction
-from services.inventory.partitioning import time_slice_partitions
-from services.inventory.registry import apply_discovery
-from services.inventory.translate import (
+from services.inventory.domain.catalog import Catalog
+from services.inventory.domain.health import GpuHealth, HealthAction
+from services.inventory.domain.partitioning import time_slice_partitions
+from services.inventory.domain.registry import apply_discovery
+from services.inventory.service.translate import (
     MIB,
     allocation_id,
     discovery_events,

@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import pytest
 
-from services.inventory.catalog import Catalog
-from services.inventory.units import (
+from services.inventory.domain.catalog import Catalog
+from services.inventory.domain.units import (
     UnitBasis,
     gpu_units,
     mig_profile_units,

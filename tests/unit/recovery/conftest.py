@@ -4,7 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.recovery.catalog import FaultCatalog, load_catalog
+from services.recovery.adapters.catalog_loader import load_catalog
+from services.recovery.domain.catalog import FaultCatalog
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from services.recovery.catalog import FaultCatalog
-from services.recovery.classify import FaultKind
-from services.recovery.commands import MigrateWorkload
-from services.recovery.incidents import IncidentState, adopt_workloads, drain_completed
+from services.recovery.domain.catalog import FaultCatalog
+from services.recovery.domain.classify import FaultKind
+from services.recovery.domain.commands import MigrateWorkload
+from services.recovery.domain.incidents import IncidentState, adopt_workloads, drain_completed
 from tests.unit.recovery.conftest import T0
 from tests.unit.recovery.test_incidents import S, diagnosed, incident, run_migration
 

@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from services.recovery.catalog import Action, FaultCatalog, Owner, Severity, parse_catalog
+from services.recovery.domain.catalog import Action, FaultCatalog, Owner, Severity, parse_catalog
 
 REQUIRED_XIDS = [8, 13, 31, 43, 45, 46, 48, 54, 62, 63, 64, 74, 79, 92, 94, 95, 109, 119, 120]
 REQUIRED_PLATFORM_FAULTS = [

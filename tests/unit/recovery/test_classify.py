@@ -5,8 +5,8 @@ from datetime import datetime
 import pytest
 from pydantic import ValidationError
 
-from services.recovery.catalog import Action, FaultCatalog, Owner, Severity
-from services.recovery.classify import FaultKind, FaultSignal, classify
+from services.recovery.domain.catalog import Action, FaultCatalog, Owner, Severity
+from services.recovery.domain.classify import FaultKind, FaultSignal, classify
 from tests.unit.recovery.conftest import T0
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from services.recovery.correlate import (
+from services.recovery.domain.correlate import (
     THROTTLE_HW_THERMAL,
     THROTTLE_SW_POWER_CAP,
     Cause,

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from services.recovery.catalog import FaultCatalog
-from services.recovery.classify import FaultKind, FaultSignal, classify
-from services.recovery.detection import Detection, DetectionOutcome, ingest_signal
-from services.recovery.incidents import Incident, IncidentState, RecoveryPolicy, record_failure
+from services.recovery.domain.catalog import FaultCatalog
+from services.recovery.domain.classify import FaultKind, FaultSignal, classify
+from services.recovery.domain.detection import Detection, DetectionOutcome, ingest_signal
+from services.recovery.domain.incidents import Incident, IncidentState, RecoveryPolicy, record_failure
 from tests.unit.recovery.conftest import T0
 
 POLICY = RecoveryPolicy()

@@ -4,9 +4,9 @@ from datetime import timedelta
 
 import pytest
 
-from services.recovery.catalog import FaultCatalog
-from services.recovery.classify import FaultKind, FaultSignal, classify
-from services.recovery.commands import (
+from services.recovery.domain.catalog import FaultCatalog
+from services.recovery.domain.classify import FaultKind, FaultSignal, classify
+from services.recovery.domain.commands import (
     DrainGpu,
     DrainNode,
     Escalate,
@@ -17,8 +17,8 @@ from services.recovery.commands import (
     ReturnGpuToService,
     ReturnNodeToService,
 )
-from services.recovery.detection import open_incident
-from services.recovery.incidents import (
+from services.recovery.domain.detection import open_incident
+from services.recovery.domain.incidents import (
     Incident,
     IncidentState,
     RecoveryPolicy,
@@ -31,7 +31,7 @@ from services.recovery.incidents import (
     start_diagnosis,
     start_remediation,
 )
-from services.recovery.migrations import MigrationPhase
+from services.recovery.domain.workload_moves import MigrationPhase
 from tests.unit.recovery.conftest import T0
 
 S = timedelta(seconds=1)

@@ -6,12 +6,13 @@ from datetime import timedelta
 
 from libs.common.events.alerting import AlertFiredV1
 from libs.common.events.telemetry import FaultSignaledV1, GpuMetrics
-from services.recovery.catalog import FaultCatalog
-from services.recovery.classify import FaultKind, FaultSignal, classify
-from services.recovery.commands import DrainGpu, DrainNode, Escalate, MigrateWorkload
-from services.recovery.correlate import Cause, Diagnosis
-from services.recovery.detection import DetectionOutcome, ingest_signal
-from services.recovery.incidents import (
+from services.recovery.adapters.sample_window import window_entry
+from services.recovery.domain.catalog import FaultCatalog
+from services.recovery.domain.classify import FaultKind, FaultSignal, classify
+from services.recovery.domain.commands import DrainGpu, DrainNode, Escalate, MigrateWorkload
+from services.recovery.domain.correlate import Cause, Diagnosis
+from services.recovery.domain.detection import DetectionOutcome, ingest_signal
+from services.recovery.domain.incidents import (
     Incident,
     IncidentState,
     RecoveryPolicy,
@@ -21,8 +22,9 @@ from services.recovery.incidents import (
     start_diagnosis,
     start_remediation,
 )
-from services.recovery.migrations import MigrationPhase
-from services.recovery.signals import from_alert, from_fault, to_samples, window_entry
+from services.recovery.domain.window_samples import to_samples
+from services.recovery.domain.workload_moves import MigrationPhase
+from services.recovery.service.signals import from_alert, from_fault
 from tests.unit.recovery.conftest import T0
 
 POLICY = RecoveryPolicy()
@@ -144,7 +146,10 @@ def test_only_fault_alerts_become_signals_and_agent_silence_is_node_wide() -> No
 
 def test_window_records_become_samples_with_xids_per_second_up_to_the_fault() -> None:
     entries = [
-        window_entry(GpuMetrics(gpu="g1", index=0, xid_count=n, gpu_temp_c=70), at=T0 + timedelta(seconds=s))
+        window_entry(
+            GpuMetrics(gpu="g1", index=0, xid_count=n, gpu_temp_c=70).model_dump(),
+            at=T0 + timedelta(seconds=s),
+        )
         for s, n in ((2, 3), (0, 1), (1, 1), (5, 9))
     ]
     samples = to_samples("g1", entries, until=T0 + timedelta(seconds=3))

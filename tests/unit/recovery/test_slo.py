@@ -4,10 +4,10 @@ from datetime import timedelta
 
 import pytest
 
-from services.recovery.catalog import Action, Owner, Severity
-from services.recovery.classify import Classification
-from services.recovery.incidents import Incident
-from services.recovery.slo import (
+from services.recovery.domain.catalog import Action, Owner, Severity
+from services.recovery.domain.classify import Classification
+from services.recovery.domain.incidents import Incident
+from services.recovery.domain.slo import (
     by_fault_type,
     by_period,
     percentile,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from services.recovery.catalog import FaultCatalog
-from services.recovery.classify import FaultKind
-from services.recovery.commands import MigrateWorkload
-from services.recovery.incidents import (
+from services.recovery.domain.catalog import FaultCatalog
+from services.recovery.domain.classify import FaultKind
+from services.recovery.domain.commands import MigrateWorkload
+from services.recovery.domain.incidents import (
     Incident,
     IncidentState,
     RecoveryPolicy,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from services.scheduler.cluster import GpuView, MigPartition
-from services.scheduler.model import GangPolicy, GpuRequest, ResourceRequest, Workload, WorkloadKind
-from services.scheduler.placement import QueueEntry
+from services.scheduler.domain.cluster import GpuView, MigPartition
+from services.scheduler.domain.model import GangPolicy, GpuRequest, ResourceRequest, Workload, WorkloadKind
+from services.scheduler.domain.schedule import QueueEntry
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.scheduler.advice import HistoryJob, ModelFacts, memory_need_gb, predict, recommend
+from services.scheduler.domain.advice import HistoryJob, ModelFacts, memory_need_gb, predict, recommend
 
 FLEET = {
     "A100": ModelFacts("A100", 80, 8.0, 16),

@@ -1,9 +1,9 @@
 from datetime import timedelta
 
-from services.scheduler.cluster import Allocation, ClusterState, Grant
-from services.scheduler.model import GpuRequest
-from services.scheduler.placement import Decisions, SchedulerConfig, WaitReason, schedule
-from services.scheduler.reserved import ReservedPoolConfig
+from services.scheduler.domain.cluster import Allocation, ClusterState, Grant
+from services.scheduler.domain.model import GpuRequest
+from services.scheduler.domain.reserved import ReservedPoolConfig
+from services.scheduler.domain.schedule import Decisions, QueueEntry, SchedulerConfig, WaitReason, schedule
 from tests.unit.scheduler.builders import NOW, entry, node
 
 NO_CAP = ReservedPoolConfig(high_cap=1.0)
@@ -15,7 +15,9 @@ def running(wid: str, gpus: range, *, minutes: int | None) -> Allocation:
     return Allocation(wid, "x", grants, 0.5, ends_at=ends)
 
 
-def run(queue: list, allocations: tuple, *, backfill: bool = True, spare: int = 0) -> Decisions:
+def run(
+    queue: list[QueueEntry], allocations: tuple[Allocation, ...], *, backfill: bool = True, spare: int = 0
+) -> Decisions:
     gpus = node("a", count=4) + (node("b", count=spare) if spare else [])
     state = ClusterState(gpus=tuple(gpus), allocations=allocations)
     return schedule(queue, state, now=NOW, config=SchedulerConfig(reserved=NO_CAP, backfill=backfill))

@@ -2,10 +2,16 @@ from typing import Any
 
 import pytest
 
-from services.scheduler.catalog import load_default_catalog
-from services.scheduler.creation import CreationDraft, apply_step, complete_draft, parse_spec, to_workload
-from services.scheduler.errors import ValidationError
-from services.scheduler.model import GpuRequest, MigRequest
+from services.scheduler.adapters.catalog_loader import load_default_catalog
+from services.scheduler.domain.creation import (
+    CreationDraft,
+    apply_step,
+    complete_draft,
+    parse_spec,
+    to_workload,
+)
+from services.scheduler.domain.errors import ValidationError
+from services.scheduler.domain.model import GpuRequest, MigRequest
 from tests.unit.scheduler.builders import NOW
 
 CATALOG = load_default_catalog()

@@ -8,9 +8,16 @@ from datetime import timedelta
 
 import pytest
 
-from services.scheduler.cluster import Allocation, ClusterState
-from services.scheduler.placement import QueueEntry, schedule
-from services.scheduler.priority import DecayedUsage, accrue, entitlement, fair_share, priority, usage_at
+from services.scheduler.domain.cluster import Allocation, ClusterState
+from services.scheduler.domain.priority import (
+    DecayedUsage,
+    accrue,
+    entitlement,
+    fair_share,
+    priority,
+    usage_at,
+)
+from services.scheduler.domain.schedule import QueueEntry, schedule
 from tests.unit.scheduler.builders import NOW, node, workload
 
 STEP = timedelta(minutes=10)

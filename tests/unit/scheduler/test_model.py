@@ -1,7 +1,7 @@
 import pytest
 
-from services.scheduler.errors import InvalidTransition
-from services.scheduler.model import TERMINAL_STATES, WorkloadState, can_transition, transition
+from services.scheduler.domain.errors import InvalidTransition
+from services.scheduler.domain.model import TERMINAL_STATES, WorkloadState, can_transition, transition
 from tests.unit.scheduler.builders import workload
 
 S = WorkloadState

@@ -1,19 +1,28 @@
 from collections import Counter
+from collections.abc import Mapping
 
 import pytest
 
-from services.scheduler.cluster import Allocation, ClusterState, Grant, SlotKind
-from services.scheduler.errors import StateConflict
-from services.scheduler.index import FreeIndex
-from services.scheduler.model import GangPolicy, GpuRequest, MigRequest, UnitsRequest
-from services.scheduler.placement import Decisions, SchedulerConfig, WaitReason, schedule
-from services.scheduler.quota import QuotaLimits
-from services.scheduler.reserved import ReservedPoolConfig
+from services.scheduler.domain.cluster import Allocation, ClusterState, GpuView, Grant, SlotKind
+from services.scheduler.domain.errors import StateConflict
+from services.scheduler.domain.index import FreeIndex
+from services.scheduler.domain.model import GangPolicy, GpuRequest, MigRequest, ResourceRequest, UnitsRequest
+from services.scheduler.domain.quota import QuotaLimits
+from services.scheduler.domain.reserved import ReservedPoolConfig
+from services.scheduler.domain.schedule import Decisions, QueueEntry, SchedulerConfig, WaitReason, schedule
 from tests.unit.scheduler.builders import NOW, entry, node
 
 
-def run(gpus: list, queue: list, allocations: tuple = (), **kw: object) -> Decisions:
-    return schedule(queue, ClusterState(gpus=tuple(gpus), allocations=allocations), now=NOW, **kw)  # type: ignore[arg-type]
+def run(
+    gpus: list[GpuView],
+    queue: list[QueueEntry],
+    allocations: tuple[Allocation, ...] = (),
+    *,
+    config: SchedulerConfig | None = None,
+    quotas: Mapping[str, QuotaLimits] | None = None,
+) -> Decisions:
+    state = ClusterState(gpus=tuple(gpus), allocations=allocations)
+    return schedule(queue, state, now=NOW, config=config, quotas=quotas)
 
 
 def placed(decisions: Decisions) -> dict[str, tuple[Grant, ...]]:
@@ -115,7 +124,11 @@ def test_time_slice_shares_run_out_after_ratio_workloads() -> None:
 def test_no_slot_is_ever_given_twice_or_while_held() -> None:
     gpus = node("a", count=4) + node("m", count=2, mig=(("1g.10gb", 1.0),) * 7) + node("t", ratio=4, count=2)
     held = (Allocation("old", "x", (Grant("a-gpu0", "a", "", 8.0),), 0.5),)
-    shapes = [GpuRequest(model="A100", count=2), MigRequest(profile="1g.10gb"), UnitsRequest(units=2)]
+    shapes: list[ResourceRequest] = [
+        GpuRequest(model="A100", count=2),
+        MigRequest(profile="1g.10gb"),
+        UnitsRequest(units=2),
+    ]
     queue = [entry(f"w{i}", shapes[i % 3], priority=(i % 7) / 7) for i in range(60)]
     decisions = run(gpus, queue, held)
     keys = Counter(g.key for p in decisions.placements for g in p.grants)

@@ -1,10 +1,10 @@
 from datetime import timedelta
 
-from services.scheduler.cluster import Allocation, ClusterState, Grant
-from services.scheduler.model import GpuRequest, WorkloadState
-from services.scheduler.placement import Decisions, SchedulerConfig, WaitReason, schedule
-from services.scheduler.preemption import deadline_passed, may_preempt, requeue_preempted
-from services.scheduler.reserved import ReservedPoolConfig
+from services.scheduler.domain.cluster import Allocation, ClusterState, Grant
+from services.scheduler.domain.model import GpuRequest, WorkloadState
+from services.scheduler.domain.preemption import deadline_passed, may_preempt, requeue_preempted
+from services.scheduler.domain.reserved import ReservedPoolConfig
+from services.scheduler.domain.schedule import Decisions, QueueEntry, SchedulerConfig, WaitReason, schedule
 from tests.unit.scheduler.builders import NOW, entry, node, workload
 
 CONFIG = SchedulerConfig(reserved=ReservedPoolConfig(high_cap=1.0), preemption_grace=timedelta(minutes=2))
@@ -14,7 +14,7 @@ def holder(wid: str, gpu: int, *, priority: float, preemptible: bool) -> Allocat
     return Allocation(wid, "spot", (Grant(f"a-gpu{gpu}", "a", "", 8.0),), priority, preemptible)
 
 
-def run(queue: list, allocations: tuple) -> Decisions:
+def run(queue: list[QueueEntry], allocations: tuple[Allocation, ...]) -> Decisions:
     state = ClusterState(gpus=tuple(node("a", count=2)), allocations=allocations)
     return schedule(queue, state, now=NOW, config=CONFIG)
 

@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from services.scheduler.priority import (
+from services.scheduler.domain.priority import (
     DecayedUsage,
     UsageRecord,
     accrue,

@@ -1,7 +1,15 @@
 import pytest
 
-from services.scheduler.errors import QuotaExceeded
-from services.scheduler.quota import QuotaLimits, QuotaUsage, check, demand_of, release, reserve, to_milli
+from services.scheduler.domain.errors import QuotaExceeded
+from services.scheduler.domain.quota import (
+    QuotaLimits,
+    QuotaUsage,
+    check,
+    demand_of,
+    release,
+    reserve,
+    to_milli,
+)
 
 LIMITS = QuotaLimits(gpus=4, units_milli=32_000, workloads=2)
 

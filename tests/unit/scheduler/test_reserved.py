@@ -1,6 +1,12 @@
 import pytest
 
-from services.scheduler.reserved import PoolLoad, ReservedPoolConfig, admits, high_headroom, is_contended
+from services.scheduler.domain.reserved import (
+    PoolLoad,
+    ReservedPoolConfig,
+    admits,
+    high_headroom,
+    is_contended,
+)
 
 CONFIG = ReservedPoolConfig()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from libs.common.observability.tracing import current_traceparent, setup_tracing
-from services.scheduler.trace import workload_trace
+from services.scheduler.service.trace import workload_trace
 
 SUBMITTED = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

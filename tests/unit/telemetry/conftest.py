@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.telemetry.sim import FleetSpec, GpuGroup, NodeSpec, SimFleet
+from services.telemetry.adapters.sim import FleetSpec, GpuGroup, NodeSpec, SimFleet
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -15,12 +15,12 @@ from libs.common.events.scheduler import (
     WorkloadMigratingV1,
     WorkloadPlacedV1,
 )
-from services.telemetry.agent.placements import PlacementBook
-from services.telemetry.agent.runner import SimWorkloadRunner
-from services.telemetry.fleetfile import FleetFileError, parse_fleet
-from services.telemetry.ids import gpu_uuid
-from services.telemetry.sim import SimFleet
-from services.telemetry.sim.faults import FaultKind
+from services.telemetry.adapters.fleetfile import FleetFileError, parse_fleet
+from services.telemetry.adapters.sim import SimFleet
+from services.telemetry.adapters.sim.faults import FaultKind
+from services.telemetry.adapters.sim.ids import gpu_uuid
+from services.telemetry.service.agent.placements import PlacementBook
+from services.telemetry.service.agent.runner import SimWorkloadRunner
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 FLEET = """

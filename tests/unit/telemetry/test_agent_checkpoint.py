@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from aiokafka import TopicPartition
@@ -23,15 +23,15 @@ from libs.common.events.scheduler import (
     WorkloadMigratingV1,
     WorkloadPlacedV1,
 )
-from services.telemetry.agent import checkpoint as ck
-from services.telemetry.agent import intake as intake_module
-from services.telemetry.agent.intake import Command, Intake
-from services.telemetry.agent.placements import PlacementBook
-from services.telemetry.agent.runner import SimWorkloadRunner
-from services.telemetry.fleetfile import parse_fleet
-from services.telemetry.ids import gpu_uuid
+from services.telemetry.adapters.agent import checkpoint as ck
+from services.telemetry.adapters.agent import intake as intake_module
+from services.telemetry.adapters.agent.intake import Command, Intake
+from services.telemetry.adapters.fleetfile import parse_fleet
+from services.telemetry.adapters.sim import SimFleet
+from services.telemetry.adapters.sim.ids import gpu_uuid
+from services.telemetry.service.agent.placements import PlacementBook
+from services.telemetry.service.agent.runner import SimWorkloadRunner
 from services.telemetry.settings import TelemetrySettings
-from services.telemetry.sim import SimFleet
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 FLEET = "nodes: [{hostname: gpu-a-01, gpus: [{model: H100-80GB-SXM, count: 4}]}]"
@@ -88,7 +88,9 @@ def _placed(
     )
 
 
-def _ended(workload: str, placement: str, outcome: str = "cancelled") -> WorkloadEndedV1:
+def _ended(
+    workload: str, placement: str, outcome: Literal["cancelled", "migrated", "completed"] = "cancelled"
+) -> WorkloadEndedV1:
     return WorkloadEndedV1(workload_id=workload, tenant_id="acme", placement_id=placement, outcome=outcome)
 
 
@@ -279,7 +281,7 @@ class FakeConsumer:
     ):
         self.logs = logs
         self.begins = begins or dict.fromkeys(logs, 0)
-        self.positions = dict(self.begins)
+        self.positions: dict[TopicPartition, int] = dict(self.begins)
         self.silent_fetches = 0  # fetches that answer nothing yet (a slow broker)
         # Apache Kafka answers a fetch past the end with OFFSET_OUT_OF_RANGE and the consumer
         # (auto_offset_reset=earliest) starts over; the embedded broker answers nothing.
@@ -338,7 +340,7 @@ LATER = _raw(
 
 
 async def _started(agent: Agent, consumer: FakeConsumer) -> None:
-    await agent.intake.catch_up(consumer)  # type: ignore[arg-type]
+    await agent.intake.catch_up(consumer)
 
 
 async def test_a_restart_resumes_after_the_checkpoint_and_ends_with_the_full_replays_book(

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from libs.common.events import EVENT_TYPES, decode
+from libs.common.events.sample_wire import decode_sample_batch, encode_sample_batch
 from libs.common.events.telemetry import SampleBatchV1
-from services.telemetry.agent.reports import sample_batch, sample_dicts
-from services.telemetry.detect import DetectorConfig, FaultDetector
-from services.telemetry.exposition import render
-from services.telemetry.metrics import GpuLost, GpuSample
-from services.telemetry.rollup import RollupAccumulator, percentile
-from services.telemetry.wire import decode_sample_batch, encode_sample_batch
+from services.telemetry.api.exposition import render
+from services.telemetry.domain.metrics import GpuLost, GpuReading, GpuSample
+from services.telemetry.domain.rollup import RollupAccumulator, percentile
+from services.telemetry.service.agent.reports import sample_batch, sample_dicts
+from services.telemetry.service.detect import DetectorConfig, FaultDetector
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 GPU = {"gpu": "GPU-1", "index": 0, "model": "H100", "fb_total_bytes": 100}
@@ -117,11 +118,11 @@ def test_xid_errors_are_exported_per_xid_code_and_a_gpu_without_any_keeps_one_un
 
 
 def test_fast_sample_wire_format_decodes_as_the_same_sample_batch_event() -> None:
-    readings = [
+    readings: list[GpuReading] = [
         GpuSample(gpu_uuid="GPU-1", node="n", index=0, timestamp=T0, sm_util_pct=50.0, ecc_sbe_total=3),
         GpuLost(gpu_uuid="GPU-2", node="n", index=1, timestamp=T0, reason="fell off the bus"),
     ]
-    kwargs = {"models": {"GPU-1": "H100"}, "allocations": {"GPU-1": ("w", "acme")}}
+    kwargs: dict[str, Any] = {"models": {"GPU-1": "H100"}, "allocations": {"GPU-1": ("w", "acme")}}
     kwargs["xid_totals"] = {"GPU-2": 1}
     kwargs["xid_codes"] = {"GPU-2": {79: 1}}
     raw = encode_sample_batch(node="n", at=T0, samples=sample_dicts(readings=readings, **kwargs), source="t")

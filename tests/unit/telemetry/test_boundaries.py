@@ -1,37 +1,19 @@
-"""Conventions that keep telemetry a separate service with a pure, cheap core."""
+"""Conventions that keep the simulator clock-free and the core cheap (layering: tests/unit/architecture)."""
 
 from __future__ import annotations
 
-import ast
 import timeit
 from pathlib import Path
 
-from services.telemetry.gpu_models import GPU_MODELS, model_for_name
-from services.telemetry.sim import FleetSpec, ProfileKind, SimFleet
+from services.telemetry.adapters.sim import FleetSpec, ProfileKind, SimFleet
+from services.telemetry.domain.gpu_models import GPU_MODELS, model_for_name
 from tests.unit.telemetry.conftest import T0, at
 
 PACKAGE = Path(__file__).resolve().parents[3] / "services" / "telemetry"
 
 
-def imported_modules(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text())
-    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
-    return names
-
-
-def test_telemetry_never_imports_another_service() -> None:
-    offenders = {
-        (path.name, module)
-        for path in PACKAGE.rglob("*.py")
-        for module in imported_modules(path)
-        if module.startswith("services.") and not module.startswith("services.telemetry")
-    }
-    assert offenders == set()
-
-
 def test_the_simulator_never_reads_the_clock() -> None:
-    for path in (PACKAGE / "sim").rglob("*.py"):
+    for path in (PACKAGE / "adapters" / "sim").rglob("*.py"):
         source = path.read_text()
         assert ".now(" not in source, path
         assert "time.time" not in source, path

@@ -11,24 +11,18 @@ import gzip
 import json
 import math
 import random
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
 import libs.common.http  # noqa: F401  # before ingest: runtime and http import each other, http must come first
-from libs.common.events import EventDecodeError
+from libs.common.events.sample_wire import SampleEncoder, decode_sample_batch, encode_sample_batch
 from libs.common.redis import Keyspace
-from services.telemetry import live as live_module
-from services.telemetry.agent.gzip_level import gzip_level_encoder, use_gzip_level
-from services.telemetry.agent.reports import encoded_samples, sample_dicts
-from services.telemetry.allocations import AllocationView
-from services.telemetry.gpu_models import GPU_MODELS
-from services.telemetry.ingest import _entries
-from services.telemetry.live import LiveState
-from services.telemetry.rollup import ROLLED_UP, RollupAccumulator, percentile
-from services.telemetry.settings import TelemetrySettings
-from services.telemetry.sim import FaultKind, FleetSpec, GpuGroup, NodeSpec, ProfileKind, SimFleet
-from services.telemetry.sim.gpu import (
+from services.telemetry.adapters import live_store as live_module
+from services.telemetry.adapters.agent.gzip_level import gzip_level_encoder, use_gzip_level
+from services.telemetry.adapters.live_store import LiveState
+from services.telemetry.adapters.sim import FaultKind, FleetSpec, GpuGroup, NodeSpec, ProfileKind, SimFleet
+from services.telemetry.adapters.sim.gpu import (
     DRIVER_RESERVED_BYTES,
     MEM_TEMP_TAU_S,
     TEMP_TAU_S,
@@ -36,13 +30,24 @@ from services.telemetry.sim.gpu import (
     SimGpu,
     step,
 )
-from services.telemetry.sim.physics import Load, lag, power_draw_w, steady_temp_c
-from services.telemetry.state import TelemetryState
-from services.telemetry.store import AllocationRow
-from services.telemetry.wire import SampleEncoder, decode_sample_batch, encode_sample_batch
+from services.telemetry.adapters.sim.physics import Load, lag, power_draw_w, steady_temp_c
+from services.telemetry.domain.allocations import AllocationRow, AllocationView
+from services.telemetry.domain.gpu_models import GPU_MODELS
+from services.telemetry.domain.rollup import ROLLED_UP, RollupAccumulator, percentile
+from services.telemetry.service.agent.reports import encoded_samples, sample_dicts
+from services.telemetry.service.ingest import _entries
+from services.telemetry.service.state import TelemetryState
+from services.telemetry.settings import TelemetrySettings
 from tests.unit.telemetry.conftest import T0, at
 
-COMPACT = {"separators": (",", ":")}
+
+class _JsonLayout(TypedDict, total=False):
+    """The json.dumps keywords these tests vary."""
+
+    separators: tuple[str, str]
+
+
+COMPACT: _JsonLayout = {"separators": (",", ":")}
 
 
 def _fleet() -> SimFleet:
@@ -83,69 +88,9 @@ def test_value_rows_and_the_template_encode_what_the_readings_and_json_encode() 
             kinds |= {type(r).__name__ for r in rows}
             context: dict[str, Any] = {"models": models, "allocations": allocations, "xid_totals": xid_totals}
             context["xid_codes"] = xid_codes
-            expected = [json.dumps(d, **COMPACT) for d in sample_dicts(readings=readings, **context)]  # type: ignore[arg-type]
+            expected = [json.dumps(d, **COMPACT) for d in sample_dicts(readings=readings, **context)]
             assert encoded_samples(encoder=encoder, readings=rows, **context) == expected
     assert kinds == {"tuple", "GpuLost"}  # both kinds of reading were exercised
-
-
-def test_the_encoder_writes_the_envelope_encode_sample_batch_writes() -> None:
-    samples = [{"gpu": "GPU-1", "index": 0, "sm_util_pct": 1.5}, {"gpu": "GPU-é", "lost_reason": 'x"y'}]
-    encoder = SampleEncoder(source="/s")
-    ours = json.loads(
-        encoder.batch(node="n-é", stamp=T0.isoformat(), samples=[encoder.sample(s) for s in samples])
-    )
-    plain = json.loads(encode_sample_batch(node="n-é", at=T0, samples=samples, source="/s"))
-    assert ours.pop("id") != plain.pop("id")
-    assert ours == plain
-
-
-def _batch_bytes(samples: list[dict[str, Any]], **dumps: Any) -> bytes:
-    raw = encode_sample_batch(node="n", at=T0, samples=samples, source="/t")
-    return json.dumps(json.loads(raw), **dumps).encode()
-
-
-SAMPLES: list[dict[str, Any]] = [
-    {"gpu": "GPU-1", "index": 0, "sm_util_pct": 50.5, "nested": {"samples": [1, 2]}},
-    {"gpu": "GPU-2", "index": 1, "lost_reason": '"samples":[ ]}}'},
-]
-
-
-def test_decoding_keeps_each_samples_text_where_the_layout_is_ours() -> None:
-    batch = decode_sample_batch(_batch_bytes(SAMPLES, **COMPACT))
-    assert batch is not None
-    assert batch.texts is not None
-    assert batch.samples == SAMPLES
-    assert [json.loads(t) for t in batch.texts] == SAMPLES
-    empty = decode_sample_batch(encode_sample_batch(node="n", at=T0, samples=[], source="/t"))
-    assert empty is not None
-    assert (empty.samples, empty.texts) == ([], [])
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [
-        _batch_bytes(SAMPLES),  # spaces after separators: json.loads reads it, the texts are not kept
-        _batch_bytes(SAMPLES, indent=1),
-        # Another "samples" array after the real one: the texts must be data.samples or nothing.
-        _batch_bytes(SAMPLES, **COMPACT)[:-1] + b',"zz":{"samples":[{"gpu":"GPU-X"}]}}',
-    ],
-)
-def test_decoding_other_layouts_gives_the_same_samples(raw: bytes) -> None:
-    batch = decode_sample_batch(raw)
-    assert batch is not None
-    assert batch.samples == SAMPLES
-    assert batch.texts is None or [json.loads(t) for t in batch.texts] == SAMPLES
-
-
-@pytest.mark.parametrize(
-    "raw",
-    [b'{"type":"%b","data":{"samples":[{"gpu":"a"},]}}', b'{"type":"%b","data":{"samples":[{"gpu":"a"}]}}x'],
-)
-def test_malformed_batches_are_still_rejected(raw: bytes) -> None:
-    from services.telemetry.wire import SAMPLE_BATCH_TYPE
-
-    with pytest.raises(EventDecodeError):
-        decode_sample_batch(raw % SAMPLE_BATCH_TYPE.encode())
 
 
 def _state(rows: list[tuple[str, str, str]]) -> TelemetryState:
@@ -168,7 +113,8 @@ def test_stored_json_is_the_sample_with_the_allocations_labels_node_and_time() -
     ]
     rows = [("G-view", "w", "t"), ("G-same", "w", "t"), ("G-stale", "new", "t")]
     raw = encode_sample_batch(node="n", at=T0, samples=[dict(s) for s in samples], source="/t")
-    for layout in ({**COMPACT}, {}):  # with and without kept texts
+    layouts: tuple[_JsonLayout, ...] = ({**COMPACT}, {})  # with and without kept texts
+    for layout in layouts:
         state = _state(rows)
         batch = decode_sample_batch(json.dumps(json.loads(raw), **layout).encode())
         assert batch is not None
@@ -241,7 +187,7 @@ def test_one_poll_is_one_hset_and_node_sets_are_re_added_on_new_gpus_or_after_th
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = [100.0]
-    monkeypatch.setattr(live_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(f"{live_module.__name__}.time.monotonic", lambda: clock[0])
     live = LiveState(redis=None, keys=Keyspace("p:"), recent=3)  # type: ignore[arg-type]
 
     def poll(members: dict[str, list[str]]) -> list[tuple[Any, ...]]:

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.telemetry.gpu_models import GPU_MODELS
-from services.telemetry.hints import MIN_SAMPLES, hints_for
-from services.telemetry.metrics import GpuSample
+from services.telemetry.domain.gpu_models import GPU_MODELS
+from services.telemetry.domain.hints import MIN_SAMPLES, hints_for
+from services.telemetry.domain.metrics import GpuSample
 from tests.unit.telemetry.conftest import at
 
 GIB = 1024**3

@@ -12,9 +12,9 @@ import libs.common.http  # noqa: F401  # before ingest: runtime and http import 
 from libs.common.events.telemetry import NodeRollupV1
 from libs.common.runtime import ServiceRuntime
 from libs.common.testing.fakes import FakeUnitOfWork
-from services.telemetry import loops
-from services.telemetry.agent.process import node_slices
-from services.telemetry.rollup import GpuWindow
+from services.telemetry.domain.rollup import GpuWindow
+from services.telemetry.service import loops
+from services.telemetry.service.agent.process import node_slices
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 

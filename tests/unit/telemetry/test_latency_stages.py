@@ -7,7 +7,7 @@ from aiokafka import ConsumerRecord
 from prometheus_client import REGISTRY
 
 import libs.common.http  # noqa: F401  # before ingest: runtime and http import each other, http must come first
-from services.telemetry.ingest import _created, _observe_latency
+from services.telemetry.service.ingest import _created, _observe_latency
 
 
 def _record(*, timestamp: int, timestamp_type: int) -> ConsumerRecord[bytes, bytes]:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from services.telemetry.metrics import (
+from services.telemetry.domain.metrics import (
     METRICS,
     PROMETHEUS_NAMES,
     GpuLost,

@@ -8,9 +8,9 @@ from typing import Any
 import pynvml
 import pytest
 
-from services.telemetry import nvml_check
-from services.telemetry.metrics import GpuLost, GpuSample
-from services.telemetry.nvml import NvmlProbe, NvmlUnavailable
+from services.telemetry.adapters import nvml_check
+from services.telemetry.adapters.nvml_probe import NvmlProbe, NvmlUnavailable
+from services.telemetry.domain.metrics import GpuLost, GpuSample
 from tests.unit.telemetry.conftest import T0
 
 GIB = 1024**3

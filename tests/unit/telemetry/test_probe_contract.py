@@ -8,11 +8,11 @@ from dataclasses import dataclass
 import pynvml
 import pytest
 
-from services.telemetry.fake import FakeProbe
-from services.telemetry.metrics import GpuLost, GpuSample, XidEvent
-from services.telemetry.nvml import NvmlProbe
-from services.telemetry.probe import GpuProbe
-from services.telemetry.sim import FaultKind, FleetSpec, SimFleet, SimProbe
+from services.telemetry.adapters.nvml_probe import NvmlProbe
+from services.telemetry.adapters.probe_fake import FakeProbe
+from services.telemetry.adapters.sim import FaultKind, FleetSpec, SimFleet, SimProbe
+from services.telemetry.domain.metrics import GpuLost, GpuSample, XidEvent
+from services.telemetry.domain.probe import GpuProbe
 from tests.unit.telemetry.conftest import T0, at
 
 

@@ -2,8 +2,15 @@ from __future__ import annotations
 
 import pytest
 
-from services.telemetry.metrics import GpuLost, GpuSample
-from services.telemetry.sim import SIMULATED_XIDS, FaultKind, FleetSpec, ProfileKind, SimFleet, UnknownGpu
+from services.telemetry.adapters.sim import (
+    SIMULATED_XIDS,
+    FaultKind,
+    FleetSpec,
+    ProfileKind,
+    SimFleet,
+    UnknownGpu,
+)
+from services.telemetry.domain.metrics import GpuLost, GpuSample
 from tests.unit.telemetry.conftest import T0, at, run
 
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.telemetry.metrics import GpuSample
-from services.telemetry.sim import FleetSpec, ProfileKind, SimFleet
-from services.telemetry.sim.physics import lag, power_draw_w, steady_temp_c
+from services.telemetry.adapters.sim import FleetSpec, ProfileKind, SimFleet
+from services.telemetry.adapters.sim.physics import lag, power_draw_w, steady_temp_c
+from services.telemetry.domain.metrics import GpuSample
 from tests.unit.telemetry.conftest import T0, at, run
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from services.telemetry.ids import gpu_uuid
-from services.telemetry.sim import FleetSpec, SimFleet
-from services.telemetry.sim.faults import FaultKind
-from services.telemetry.sim.physics import ProfileKind
+from services.telemetry.adapters.sim import FleetSpec, SimFleet
+from services.telemetry.adapters.sim.faults import FaultKind
+from services.telemetry.adapters.sim.ids import gpu_uuid
+from services.telemetry.adapters.sim.physics import ProfileKind
 from tests.unit.telemetry.conftest import T0, at
 
 H100 = FleetSpec.uniform(nodes=1, model="H100", gpus_per_node=2, prefix="n")

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from services.telemetry.metrics import GpuSample
-from services.telemetry.sim import Phase, ProfileKind, SimFleet
-from services.telemetry.sim.workloads import WorkloadPlayer, migration_durations_s
+from services.telemetry.adapters.sim import Phase, ProfileKind, SimFleet
+from services.telemetry.adapters.sim.workloads import WorkloadPlayer, migration_durations_s
+from services.telemetry.domain.metrics import GpuSample
 from tests.unit.telemetry.conftest import T0, at
 
 GIB = 1024**3

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from services.telemetry.views import taken_for
+from typing import Any
 
-ROWS = [
+from services.telemetry.api.views import taken_for
+
+ROWS: list[dict[str, Any]] = [
     {"gpu": "GPU-0", "tenant_id": "acme", "workload_id": "wl-a"},
     {"gpu": "GPU-1", "tenant_id": "globex", "workload_id": "wl-g"},  # just reallocated to acme
     {"gpu": "GPU-2", "tenant_id": None, "workload_id": None},  # sampled before the agent knew

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from services.telemetry.metrics import XidEvent
-from services.telemetry.xid import XidCounter
+from services.telemetry.domain.metrics import XidEvent
+from services.telemetry.domain.xid import XidCounter
 from tests.unit.telemetry.conftest import T0
 
 

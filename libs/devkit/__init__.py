@@ -1,0 +1,1 @@
+"""Development tools, never imported at run time: the dev stack, the embedded broker, the doc generators."""

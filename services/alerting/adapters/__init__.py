@@ -1,0 +1,1 @@
+"""Postgres stores, read queries and HTTP to receivers of alerting."""

@@ -1,0 +1,41 @@
+"""HTTP to receivers: POST one signed notification request, and say what the receiver answered."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+import httpx
+
+from services.alerting.domain.outgoing import OutgoingRequest
+
+__all__ = ["ReceiverClient"]
+
+
+class ReceiverClient:
+    """One pooled HTTP client for every receiver; use it as `async with ReceiverClient(...) as client`."""
+
+    def __init__(self, *, timeout_s: float, max_connections: int) -> None:
+        limits = httpx.Limits(max_connections=max_connections)
+        self._client = httpx.AsyncClient(timeout=timeout_s, limits=limits)
+
+    async def __aenter__(self) -> Self:
+        await self._client.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self._client.__aexit__(exc_type, exc, traceback)
+
+    async def send(self, request: OutgoingRequest) -> tuple[int | None, str | None, str | None]:
+        """(status code, Retry-After header, error) of one attempt; no status when nothing answered."""
+        try:
+            response = await self._client.post(request.url, content=request.body, headers=request.headers)
+        except httpx.HTTPError as exc:
+            return None, None, f"{type(exc).__name__}: {exc}"[:500]
+        error = None if response.is_success else f"HTTP {response.status_code}: {response.text[:200]}"
+        return response.status_code, response.headers.get("retry-after"), error

@@ -1,0 +1,1 @@
+"""The HTTP API of alerting: routers, schemas and the error map."""

@@ -1,0 +1,131 @@
+"""Alerts and silences API: active alerts and history (tenant-scoped), silences CRUD."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, status
+from pydantic import ValidationError
+
+from libs.common.auth import Caller, Principal, tenant_filter
+from libs.common.http import NotFound, Unprocessable
+from libs.common.runtime import ServiceRuntime
+from services.alerting.adapters.alert_queries import AlertOut, active_alerts, alert_history
+from services.alerting.adapters.config_store import ConfigStore
+from services.alerting.api.errors import domain_error
+from services.alerting.api.schemas import SilenceIn, SilenceOut
+from services.alerting.domain.matchers import Matcher, MatchOp
+from services.alerting.domain.silences import Silence
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["alerts"])
+Limit = Annotated[int, Query(ge=1, le=1000)]
+
+
+def _runtime(request: Request) -> ServiceRuntime:
+    runtime: ServiceRuntime = request.app.state.runtime
+    return runtime
+
+
+@router.get("/v1/alerts")
+async def list_alerts(
+    request: Request, caller: Caller, tenant: str | None = None, limit: Limit = 500
+) -> list[AlertOut]:
+    async with _runtime(request).pool.acquire() as conn:
+        return await active_alerts(conn, tenant=tenant_filter(caller, tenant), limit=limit)
+
+
+@router.get("/v1/alerts/history")
+async def history(
+    request: Request,
+    caller: Caller,
+    tenant: str | None = None,
+    fingerprint: str | None = None,
+    rule: str | None = None,
+    limit: Limit = 100,
+) -> list[AlertOut]:
+    async with _runtime(request).pool.acquire() as conn:
+        return await alert_history(
+            conn, tenant=tenant_filter(caller, tenant), fingerprint=fingerprint, rule=rule, limit=limit
+        )
+
+
+def _confined(caller: Principal, matchers: list[Matcher]) -> tuple[Matcher, ...]:
+    """A tenant's silence only ever mutes that tenant's alerts."""
+    if caller.is_admin:
+        return tuple(matchers)
+    for i, m in enumerate(matchers):
+        if m.name == "tenant" and not (m.op is MatchOp.EQ and m.value == caller.tenant_id):
+            raise Unprocessable(
+                f"a tenant silence is confined to tenant {caller.tenant_id!r}", field=f"matchers.{i}"
+            )
+    return (*matchers, Matcher(name="tenant", value=caller.tenant_id or ""))
+
+
+def _silence_out(silence: Silence, owner: str | None, now: datetime) -> SilenceOut:
+    return SilenceOut(
+        **silence.model_dump(exclude={"matchers"}),
+        matchers=list(silence.matchers),
+        owner_tenant=owner,
+        active=silence.active(now),
+    )
+
+
+@router.post("/v1/silences", status_code=status.HTTP_201_CREATED, tags=["silences"])
+async def create_silence(body: SilenceIn, request: Request, caller: Caller) -> SilenceOut:
+    now = datetime.now(UTC)
+    try:
+        silence = Silence(
+            id=str(uuid.uuid4()),
+            matchers=_confined(caller, body.matchers),
+            starts_at=body.starts_at or now,
+            ends_at=body.ends_at,
+            created_by=caller.key_id,
+            comment=body.comment,
+        )
+    except ValidationError as exc:
+        raise domain_error(exc) from None
+    async with _runtime(request).uow() as uow:
+        store = ConfigStore(uow.conn)
+        await store.add_silence(silence, owner=None if caller.is_admin else caller.tenant_id)
+        await store.bump()
+        await uow.commit()
+    return _silence_out(silence, None if caller.is_admin else caller.tenant_id, now)
+
+
+@router.get("/v1/silences", tags=["silences"])
+async def list_silences(request: Request, caller: Caller, include_expired: bool = False) -> list[SilenceOut]:
+    now = datetime.now(UTC)
+    owner = None if caller.is_admin else caller.tenant_id
+    async with _runtime(request).pool.acquire() as conn:
+        silences = await ConfigStore(conn).silences(tenant=owner, active_at=None if include_expired else now)
+    return [_silence_out(s, owner, now) for s in silences]
+
+
+async def _visible_silence(
+    store: ConfigStore, caller: Principal, silence_id: str
+) -> tuple[Silence, str | None]:
+    found = await store.silence(silence_id)
+    if found is None or not (caller.is_admin or found[1] == caller.tenant_id):
+        raise NotFound(f"no silence {silence_id!r}", field="silence_id")
+    return found
+
+
+@router.get("/v1/silences/{silence_id}", tags=["silences"])
+async def get_silence(silence_id: str, request: Request, caller: Caller) -> SilenceOut:
+    async with _runtime(request).pool.acquire() as conn:
+        silence, owner = await _visible_silence(ConfigStore(conn), caller, silence_id)
+    return _silence_out(silence, owner, datetime.now(UTC))
+
+
+@router.delete("/v1/silences/{silence_id}", status_code=status.HTTP_204_NO_CONTENT, tags=["silences"])
+async def expire_silence(silence_id: str, request: Request, caller: Caller) -> None:
+    async with _runtime(request).uow() as uow:
+        store = ConfigStore(uow.conn)
+        await _visible_silence(store, caller, silence_id)
+        await store.expire_silence(silence_id, now=datetime.now(UTC))
+        await store.bump()
+        await uow.commit()

@@ -1,0 +1,163 @@
+"""Request and response bodies of the alerting API, and their mapping to domain objects."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from services.alerting.api.errors import domain_error
+from services.alerting.domain.durations import format_duration, parse_duration
+from services.alerting.domain.matchers import Matcher
+from services.alerting.domain.rules import Comparator, Rule, RuleKind, Severity
+
+__all__ = [
+    "ReceiverIn",
+    "ReceiverOut",
+    "ReceiverUpdate",
+    "RuleIn",
+    "RuleOut",
+    "SilenceIn",
+    "SilenceOut",
+    "rule_from",
+    "rule_out",
+]
+
+_DURATION = "Prometheus duration, e.g. 30s, 5m, 1h30m."
+
+
+class RuleIn(BaseModel):
+    """A rule as written by API users (durations as Prometheus strings)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="Alert name (an identifier); unique across the service.")
+    kind: RuleKind = RuleKind.THRESHOLD
+    metric: str = Field(description="Sample field, e.g. fb_used_pct, gpu_temp_c, xid_count, gpu_lost.")
+    comparator: Comparator = Comparator.GT
+    threshold: float = 0.0
+    for_: str = Field(default="0s", alias="for", description=_DURATION)
+    keep_firing_for: str | None = Field(default=None, description=_DURATION)
+    window: str | None = Field(default=None, description="Increase window (increase rules). " + _DURATION)
+    bit: int | None = Field(default=None, description="Test this bit of a bitmask field.")
+    matchers: list[Matcher] = Field(default_factory=list, description="Scope: node, model, pool, tenant...")
+    severity: Severity = Severity.WARNING
+    summary: str = Field(default="", max_length=1000)
+    runbook_url: str | None = None
+    owner_tenant: str | None = Field(default=None, description="Admins only: make it a tenant's rule.")
+
+
+class RuleOut(BaseModel):
+    """A stored rule."""
+
+    name: str
+    kind: RuleKind
+    metric: str
+    comparator: Comparator
+    threshold: float
+    for_: str = Field(serialization_alias="for")
+    keep_firing_for: str | None
+    window: str | None
+    bit: int | None
+    matchers: list[Matcher]
+    severity: Severity
+    summary: str
+    runbook_url: str | None
+    owner_tenant: str | None
+
+
+def _duration(value: str | None, field: str) -> Any:
+    if value is None:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise domain_error(exc, prefix=field) from None
+
+
+def rule_from(body: RuleIn, *, owner: str | None) -> Rule:
+    """The domain rule, or a 422 naming the field."""
+    fields = body.model_dump(exclude={"for_", "keep_firing_for", "window", "owner_tenant"})
+    fields |= {
+        "for_duration": _duration(body.for_, "for"),
+        "keep_firing_for": _duration(body.keep_firing_for, "keep_firing_for"),
+        "window": _duration(body.window, "window"),
+        "owner_tenant": owner,
+        "matchers": tuple(body.matchers),
+    }
+    try:
+        return Rule.model_validate(fields)
+    except ValidationError as exc:
+        raise domain_error(exc) from None
+
+
+def rule_out(rule: Rule) -> RuleOut:
+    """The API view of a rule."""
+    return RuleOut(
+        **rule.model_dump(exclude={"for_duration", "keep_firing_for", "window", "matchers"}),
+        for_=format_duration(rule.for_duration),
+        keep_firing_for=format_duration(rule.keep_firing_for) if rule.keep_firing_for is not None else None,
+        window=format_duration(rule.window) if rule.window is not None else None,
+        matchers=list(rule.matchers),
+    )
+
+
+class SilenceIn(BaseModel):
+    """A new silence."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    matchers: list[Matcher] = Field(min_length=1, description="Alerts matching all of these are muted.")
+    starts_at: datetime | None = Field(default=None, description="Defaults to now.")
+    ends_at: datetime = Field(description="When the silence ends.")
+    comment: str = Field(min_length=1, max_length=1000)
+
+
+class SilenceOut(BaseModel):
+    """A silence."""
+
+    id: str
+    matchers: list[Matcher]
+    starts_at: datetime
+    ends_at: datetime
+    created_by: str
+    comment: str
+    owner_tenant: str | None
+    active: bool
+
+
+class ReceiverIn(BaseModel):
+    """A new receiver; `secret` is generated (and shown once) when omitted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[a-zA-Z0-9_.-]{1,64}$")
+    kind: Literal["webhook", "pagerduty", "slack"]
+    url: str | None = Field(default=None, description="Required except for pagerduty (has a default).")
+    secret: str | None = Field(default=None, min_length=16, description="HMAC signing secret.")
+    routing_key: str | None = Field(default=None, description="PagerDuty integration key.")
+
+
+class ReceiverUpdate(BaseModel):
+    """A receiver's new settings; omitted secrets are kept."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["webhook", "pagerduty", "slack"]
+    url: str | None = None
+    secret: str | None = Field(default=None, min_length=16)
+    routing_key: str | None = None
+
+
+class ReceiverOut(BaseModel):
+    """A receiver without its secrets (a Slack webhook URL is itself a secret and is masked)."""
+
+    name: str
+    kind: str
+    url: str
+    has_routing_key: bool
+    created_at: datetime
+    signing_secret: str | None = Field(
+        default=None, description="Only in the creation response when the service generated it."
+    )

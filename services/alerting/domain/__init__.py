@@ -1,0 +1,1 @@
+"""Pure rules and models of alerting: stdlib and pydantic only; no clock, no ids, no IO."""

@@ -1,0 +1,85 @@
+"""Telemetry samples as evaluation sees them: one GPU's scope labels and its numeric readings.
+
+A reading is one GpuMetrics entry of a SampleBatchV1 as a plain JSON dict (the evaluator decodes
+batches with `json`, not pydantic: at 10,000 GPUs a second the models cost more than evaluation),
+with `fb_used_pct` filled in by `derive`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from services.alerting.domain.rules import GPU_LOST_METRIC, METRICS
+from services.alerting.domain.series_evaluation import Sample
+
+__all__ = [
+    "Reading",
+    "derive",
+    "identity",
+    "reading_fields",
+    "reading_labels",
+    "to_sample",
+    "value_fields",
+]
+
+Reading = Mapping[str, Any]
+
+_FIELDS = tuple(sorted(METRICS - {"fb_used_pct"}))
+
+
+def derive(reading: dict[str, Any]) -> dict[str, Any]:
+    """Set the derived `fb_used_pct` (GpuMetrics' property) in place; returns the reading."""
+    used, total = reading.get("fb_used_bytes"), reading.get("fb_total_bytes")
+    if used is None or not total:
+        reading.pop("fb_used_pct", None)
+    else:
+        reading["fb_used_pct"] = 100.0 * used / total
+    return reading
+
+
+def identity(node: str, reading: Reading) -> tuple[str, str, str, str | None, str | None]:
+    """What identifies the reading's series: the values its labels are made of (cheap to hash)."""
+    return (
+        node,
+        reading["gpu"],
+        reading.get("model") or "",
+        reading.get("tenant_id"),
+        reading.get("workload_id"),
+    )
+
+
+def reading_labels(node: str, reading: Reading) -> dict[str, str]:
+    """The series labels of one reading (empty scope values are left out)."""
+    labels = {"gpu": reading["gpu"], "node": node}
+    if model := reading.get("model"):
+        labels["model"] = model
+    if tenant := reading.get("tenant_id"):
+        labels["tenant"] = tenant
+    if workload := reading.get("workload_id"):
+        labels["workload"] = workload
+    return labels
+
+
+def reading_fields(metrics: Collection[str]) -> tuple[str, ...]:
+    """The wire fields that the metrics `metrics` are read from (fb_used_pct from the two fb fields)."""
+    fields = {f for f in _FIELDS if f in metrics}
+    if "fb_used_pct" in metrics:
+        fields |= {"fb_used_bytes", "fb_total_bytes"}
+    return tuple(sorted(fields))
+
+
+def value_fields(metrics: Collection[str]) -> tuple[str, ...]:
+    """The plain (not derived) metrics among `metrics`, in a fixed order: what `to_sample` copies."""
+    return tuple(f for f in _FIELDS if f in metrics)
+
+
+def to_sample(*, labels: dict[str, str], reading: Reading, fields: tuple[str, ...] = _FIELDS) -> Sample:
+    """One reading as a Sample of the `fields` (see `value_fields`) rules read (built without validation)."""
+    values = {name: float(v) for name in fields if (v := reading.get(name)) is not None}
+    pct = reading.get("fb_used_pct")
+    if pct is not None:
+        values["fb_used_pct"] = pct
+    # A GPU that reports is not lost: this resolves a GpuLost alert raised by a fault signal.
+    values[GPU_LOST_METRIC] = 0.0
+    return Sample.model_construct(labels=labels, values=values)

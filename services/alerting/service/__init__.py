@@ -1,0 +1,1 @@
+"""Use cases of alerting: the evaluator loop, the delivery worker and the event handlers."""

@@ -1,0 +1,1 @@
+"""Postgres stores and read-side queries, and the export writers (pyarrow)."""

@@ -1,0 +1,28 @@
+"""The one place billing's domain errors become HTTP errors."""
+
+from __future__ import annotations
+
+from libs.common.http import Conflict, NotFound, Unprocessable
+from services.billing.domain.prices import RetroactivePriceError
+
+__all__ = ["invalid_price", "no_budget", "price_exists", "retroactive_price"]
+
+
+def invalid_price(exc: ValueError) -> Unprocessable:
+    """A price entry the domain refuses to build (e.g. an empty validity window)."""
+    return Unprocessable(str(exc), field="effective_from")
+
+
+def retroactive_price(exc: RetroactivePriceError) -> Unprocessable:
+    """A price change that would take effect in the past."""
+    return Unprocessable("a price change may not take effect in the past", field="effective_from")
+
+
+def price_exists() -> Conflict:
+    """A price with this id, or for this resource at this instant, is already stored."""
+    return Conflict("a price with this id, or for this resource at this instant, exists", field="price_id")
+
+
+def no_budget(project: str) -> NotFound:
+    """The project has no budget to remove."""
+    return NotFound(f"no budget for project {project!r}", field="project")

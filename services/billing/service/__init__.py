@@ -1,0 +1,1 @@
+"""Use cases: event handlers, metering inside a unit of work, background loops."""

@@ -1,0 +1,1 @@
+"""Sample fleet files (YAML), packaged as data; nothing here is code."""

@@ -1,0 +1,1 @@
+"""The inventory HTTP API: read and admin routers, their schemas and the domain-error map."""

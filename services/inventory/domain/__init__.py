@@ -1,0 +1,1 @@
+"""The pure core of inventory: GPU models, MIG geometry, units, health, partitions and capacity."""

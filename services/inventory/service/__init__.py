@@ -1,0 +1,1 @@
+"""Use cases of inventory: registration, repartitioning, health changes and the event handlers."""

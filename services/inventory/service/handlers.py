@@ -1,0 +1,151 @@
+"""Event handlers: node discovery, the scheduler's allocations and recovery's health requests.
+
+Each handler runs inside the consumer's unit of work (the runner records the event id in the
+inbox and commits). Times come from the envelope, so a replay computes the same state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from libs.common.bus.handlers import HandlerContext, Handlers
+from libs.common.db.uow import UnitOfWork
+from libs.common.events.agent import NodeDiscoveredV1
+from libs.common.events.recovery import DrainRequestedV1, ReturnToServiceRequestedV1
+from libs.common.events.scheduler import WorkloadEndedV1, WorkloadPlacedV1
+from services.inventory.adapters.node_store import AllocationRow, Store
+from services.inventory.domain.errors import ForbiddenTransitionError, UnknownGpuError
+from services.inventory.domain.health import GpuHealth
+from services.inventory.service.operations import UnitContext, change_health, change_node_health, register
+from services.inventory.service.translate import (
+    allocation_id,
+    discovery_from_agent,
+    drain_action,
+    return_action,
+)
+
+__all__ = ["AllocationLedger", "InventoryDeps", "handlers"]
+
+log = logging.getLogger(__name__)
+
+
+class AllocationLedger(Protocol):
+    """The allocation ledger the handlers keep (Store; FakeNodeStore in unit tests)."""
+
+    async def placement_released(self, *, placement_id: str) -> bool: ...
+
+    async def add_allocation(self, *, row: AllocationRow, at: datetime) -> bool: ...
+
+    async def release_placement(self, *, placement_id: str, at: datetime) -> list[str]: ...
+
+
+def _sql_ledger(uow: UnitOfWork) -> AllocationLedger:
+    return Store(uow.conn)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InventoryDeps:
+    """What the handlers need besides the unit of work: the catalog and unit basis, the ledger."""
+
+    units: UnitContext
+    ledger: Callable[[UnitOfWork], AllocationLedger] = _sql_ledger
+
+
+async def on_node_discovered(event: NodeDiscoveredV1, ctx: HandlerContext[InventoryDeps]) -> None:
+    discovery, skipped = discovery_from_agent(event=event, catalog=ctx.deps.units.catalog)
+    if skipped:
+        log.warning("node %s: skipped GPUs of models not in the catalog: %s", event.node, ", ".join(skipped))
+    await register(
+        uow=ctx.uow,
+        discoveries=[discovery],
+        units=ctx.deps.units,
+        at=ctx.envelope.time,
+        source=f"agent:{event.source}",
+    )
+
+
+async def on_workload_placed(event: WorkloadPlacedV1, ctx: HandlerContext[InventoryDeps]) -> None:
+    store = ctx.deps.ledger(ctx.uow)
+    # A placement that already ended (events crossed) must not come back to life.
+    if await store.placement_released(placement_id=event.placement_id):
+        return
+    for item in event.allocations:
+        row = AllocationRow(
+            allocation_id=allocation_id(
+                placement_id=event.placement_id, gpu_uuid=item.gpu_uuid, partition_id=item.partition_id
+            ),
+            placement_id=event.placement_id,
+            workload_id=event.workload_id,
+            tenant_id=event.tenant_id,
+            gpu_uuid=item.gpu_uuid,
+            partition_id=item.partition_id,
+            units=item.units,
+        )
+        await store.add_allocation(row=row, at=ctx.envelope.time)
+
+
+async def on_workload_ended(event: WorkloadEndedV1, ctx: HandlerContext[InventoryDeps]) -> None:
+    await ctx.deps.ledger(ctx.uow).release_placement(placement_id=event.placement_id, at=ctx.envelope.time)
+
+
+async def on_drain_requested(event: DrainRequestedV1, ctx: HandlerContext[InventoryDeps]) -> None:
+    action = drain_action(event.target)
+    reason = f"{event.reason} (incident {event.incident_id})"
+    if event.gpu_uuid is None:
+        await change_node_health(
+            uow=ctx.uow,
+            hostname=event.node,
+            action=action,
+            reason=reason,
+            at=ctx.envelope.time,
+            source="recovery",
+        )
+        return
+    try:
+        await change_health(
+            uow=ctx.uow,
+            gpu_uuid=event.gpu_uuid,
+            action=action,
+            reason=reason,
+            at=ctx.envelope.time,
+            source="recovery",
+        )
+    except (UnknownGpuError, ForbiddenTransitionError) as error:
+        # Not retryable: the request no longer applies (unknown GPU, already failed...).
+        log.warning("drain request of incident %s ignored: %s", event.incident_id, error)
+
+
+async def on_return_to_service_requested(
+    event: ReturnToServiceRequestedV1, ctx: HandlerContext[InventoryDeps]
+) -> None:
+    store = Store(ctx.uow.conn)
+    inventory = await store.load_node_of_gpu(gpu_uuid=event.gpu_uuid)
+    gpu = inventory.gpu(event.gpu_uuid) if inventory else None
+    action = return_action(GpuHealth(gpu.health)) if gpu else None
+    if action is None:
+        return
+    reason = f"returned to service (incident {event.incident_id})"
+    await change_health(
+        uow=ctx.uow,
+        gpu_uuid=event.gpu_uuid,
+        action=action,
+        reason=reason,
+        at=ctx.envelope.time,
+        source="recovery",
+    )
+
+
+def handlers(deps: InventoryDeps) -> Handlers[InventoryDeps]:
+    """The main consumer's handlers, bound to the catalog and unit basis of this process."""
+    return (
+        Handlers(deps)
+        .on(NodeDiscoveredV1, on_node_discovered)
+        .on(WorkloadPlacedV1, on_workload_placed)
+        .on(WorkloadEndedV1, on_workload_ended)
+        .on(DrainRequestedV1, on_drain_requested)
+        .on(ReturnToServiceRequestedV1, on_return_to_service_requested)
+    )

@@ -1,0 +1,1 @@
+"""The HTTP API of recovery: routers per noun and their response schemas."""

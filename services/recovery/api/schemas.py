@@ -1,0 +1,127 @@
+"""Response models of the recovery API, built from the domain objects."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from services.recovery.domain.catalog import FaultEntry
+from services.recovery.domain.correlate import Finding
+from services.recovery.domain.incidents import Incident, StateChange
+from services.recovery.domain.slo import SloStats
+from services.recovery.domain.workload_moves import Migration
+
+__all__ = [
+    "CatalogOut",
+    "DiagnosisOut",
+    "IncidentDetail",
+    "IncidentSummary",
+    "SloOut",
+    "detail",
+    "summary",
+]
+
+
+class IncidentSummary(BaseModel):
+    """One incident in a list."""
+
+    incident_id: str
+    state: str
+    fault_type: str
+    severity: str
+    owner: str
+    action: str
+    recoverable: bool
+    gpu: str | None
+    node: str
+    count: int = Field(description="Signals folded into the incident.")
+    fault_at: datetime
+    detected_at: datetime
+    recovered_at: datetime | None
+    closed_at: datetime | None
+    escalation_reason: str | None
+    repeat_of: str | None
+
+
+class DiagnosisOut(BaseModel):
+    """Probable cause, with every finding and the evidence behind it."""
+
+    probable_cause: str
+    confidence: float
+    findings: list[Finding]
+
+
+class IncidentDetail(IncidentSummary):
+    """An incident with its diagnosis, history and migration progress per workload."""
+
+    diagnosis: DiagnosisOut | None
+    history: list[StateChange]
+    migrations: list[Migration]
+    progress_percent: int | None = Field(description="Mean migration progress over the shown workloads.")
+
+
+class SloOut(BaseModel):
+    """SLO figures for a period, overall and per fault type."""
+
+    since: datetime
+    period: str
+    fault_type: str | None
+    overall: SloStats
+    by_fault_type: dict[str, SloStats]
+
+
+class CatalogOut(BaseModel):
+    """The fault catalog."""
+
+    sources: dict[str, str]
+    faults: list[FaultEntry]
+
+
+def summary(incident: Incident) -> IncidentSummary:
+    """The list view of an incident."""
+    c = incident.classification
+    return IncidentSummary(
+        incident_id=incident.id,
+        state=incident.state.value,
+        fault_type=c.fault_type,
+        severity=c.severity.value,
+        owner=c.owner.value,
+        action=c.action.value,
+        recoverable=c.recoverable,
+        gpu=incident.gpu,
+        node=incident.node,
+        count=incident.count,
+        fault_at=incident.fault_at,
+        detected_at=incident.detected_at,
+        recovered_at=incident.recovered_at,
+        closed_at=incident.closed_at,
+        escalation_reason=incident.escalation_reason,
+        repeat_of=incident.repeat_of,
+    )
+
+
+def detail(
+    incident: Incident, *, workload_tenants: Mapping[str, str | None], tenant: str | None
+) -> IncidentDetail:
+    """The full view; a tenant sees only its own workloads' migrations."""
+    migrations = [
+        m for m in incident.migrations if tenant is None or workload_tenants.get(m.workload_id) == tenant
+    ]
+    d = incident.diagnosis
+    diagnosis = (
+        DiagnosisOut(
+            probable_cause=d.probable_cause.value, confidence=d.confidence, findings=list(d.findings)
+        )
+        if d is not None
+        else None
+    )
+    progress = round(sum(m.percent for m in migrations) / len(migrations)) if migrations else None
+    return IncidentDetail(
+        **summary(incident).model_dump(),
+        diagnosis=diagnosis,
+        history=list(incident.history),
+        migrations=migrations,
+        progress_percent=progress,
+    )

@@ -1,0 +1,1 @@
+"""Pure rules and models of recovery: stdlib, pydantic and this package only."""

@@ -1,0 +1,1 @@
+"""Use cases of recovery: event handlers, background loops, and carrying out transitions."""

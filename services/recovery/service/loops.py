@@ -1,0 +1,106 @@
+"""Background work: the deadline and health-check tick, and the telemetry window feed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from libs.common.bus.side_stream import CommitCadence, Poll, SideStream, side_stream_consumer
+from libs.common.events import EventDecodeError, topics
+from libs.common.events.sample_wire import (
+    FieldChecks,
+    WireBatch,
+    decode_sample_batch,
+    decode_sample_batch_models,
+)
+from libs.common.runtime import BackgroundTask, ServiceRuntime
+from libs.common.stopping import sleep_or_stop
+from services.recovery.adapters.incident_store import IncidentStore
+from services.recovery.adapters.sample_window import WINDOW_FIELDS, SampleWindow
+from services.recovery.domain.incidents import check_deadline, record_health_check
+from services.recovery.service.config import RecoveryConfig
+from services.recovery.service.effects import Effects, apply
+
+__all__ = ["samples_loop", "tick", "tick_loop"]
+
+log = logging.getLogger(__name__)
+
+#: What the window computes with, read as the models would read it; anything else goes to the models.
+WINDOW_CHECKS = FieldChecks.of_metrics(WINDOW_FIELDS)
+#: The broker's longest hold of a window fetch: create_consumer's default, what this reader always used.
+SAMPLES_FETCH_MAX_WAIT_MS = 25
+
+
+def _settings(runtime: ServiceRuntime) -> RecoveryConfig:
+    settings = runtime.settings
+    assert isinstance(settings, RecoveryConfig)
+    return settings
+
+
+async def tick(runtime: ServiceRuntime, *, now: datetime) -> int:
+    """Escalate incidents past their deadline and pass health checks whose settle period ended."""
+    s = _settings(runtime)
+    fx = Effects(settle=s.settle_timedelta, now=now)
+    done = 0
+    async with runtime.uow() as uow:
+        store = IncidentStore(uow.conn)
+        for incident in await store.due_settle(now=now):
+            await apply(uow, record_health_check(incident, passed=True, at=now), before=incident, fx=fx)
+            done += 1
+        for incident in await store.due_deadline(detected_before=now - s.policy.deadline):
+            await apply(uow, check_deadline(incident, now=now, policy=s.policy), before=incident, fx=fx)
+            done += 1
+        await uow.commit()
+    return done
+
+
+def tick_loop(clock: Callable[[], datetime] | None = None) -> BackgroundTask:
+    """A background task that ticks every ``tick_s`` until stopped."""
+    now = clock or (lambda: datetime.now(UTC))
+
+    async def loop(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await tick(runtime, now=now())
+            await sleep_or_stop(stop, _settings(runtime).tick_s)
+
+    return loop
+
+
+async def samples_loop(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+    """Feed the telemetry window straight from the samples topic, outside the transactional consumer.
+
+    Samples are the busiest topic and only ever refresh a short window, so this loop writes no inbox
+    rows and nothing to Postgres; offsets commit every few seconds (a replayed sample changes nothing
+    that matters, a skipped one thins the evidence for one second).
+    """
+    s = _settings(runtime)
+    window = SampleWindow(redis=lambda: runtime.redis, keys=runtime.keys, window_s=s.window_s)
+    consumer = side_stream_consumer(
+        runtime.settings,
+        name="samples",
+        topic=topics.TELEMETRY_SAMPLES,
+        fetch_max_wait_ms=SAMPLES_FETCH_MAX_WAIT_MS,
+    )
+
+    async def handle(poll: Poll) -> None:
+        for records in poll.values():
+            for record in records:
+                if (batch := _sample_batch(record.value or b"")) is not None:
+                    await window.add(batch)
+
+    stream = SideStream(consumer=consumer, cadence=CommitCadence(every_s=2.0), poll_timeout_ms=200)
+    await stream.run(stop, handle)
+
+
+def _sample_batch(value: bytes) -> WireBatch | None:
+    """A sample batch (None for a rollup); the models judge what the plain read leaves to them."""
+    batch = decode_sample_batch(value, checks=WINDOW_CHECKS, keep_texts=False)
+    if batch is not None:
+        return batch
+    try:
+        return decode_sample_batch_models(value)
+    except EventDecodeError:
+        log.warning("undecodable sample batch skipped")
+        return None

@@ -1,0 +1,1 @@
+"""The scheduler's stores (Postgres and Redis), the placer's lock session and the image catalog file."""

@@ -1,0 +1,24 @@
+"""Loading the image catalog: the packaged images.yaml (beside this module) parsed into the domain model."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import yaml
+
+from services.scheduler.domain.catalog import CatalogImage, ImageCatalog
+
+__all__ = ["load_default_catalog", "parse_catalog"]
+
+
+def parse_catalog(text: str) -> ImageCatalog:
+    """Build a catalog from the YAML text of an images file."""
+    raw = yaml.safe_load(text)["images"]
+    images = {name: CatalogImage(name=name, **body) for name, body in raw.items()}
+    return ImageCatalog(images=images)
+
+
+def load_default_catalog() -> ImageCatalog:
+    """Read the packaged images.yaml; called by the composition root, never at import time."""
+    text = resources.files("services.scheduler.adapters").joinpath("images.yaml").read_text(encoding="utf-8")
+    return parse_catalog(text)

@@ -1,0 +1,145 @@
+"""asyncpg SQL for the GPU view (from inventory events) and tenant policy: shares, quotas, usage, stops."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+
+__all__ = ["FleetStore"]
+
+UPSERT_GPU = """
+INSERT INTO gpus (gpu_uuid, node, model, memory_bytes, units, health, labels, mig_enabled, time_slice_ratio,
+    partitions, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, now())
+ON CONFLICT (gpu_uuid) DO UPDATE SET node = $2, model = $3, memory_bytes = $4, units = $5, health = $6,
+    labels = $7, mig_enabled = $8, time_slice_ratio = $9, partitions = $10, updated_at = now()
+"""
+SET_PARTITIONS = """
+UPDATE gpus SET mig_enabled = $2, time_slice_ratio = $3, partitions = $4, updated_at = now()
+WHERE gpu_uuid = $1
+"""
+SET_HEALTH = "UPDATE gpus SET health = $2, updated_at = now() WHERE gpu_uuid = $1"
+#: Taken first in a GPU-changing transaction (so two never wait on each other in opposite order).
+BUMP_FLEET = "UPDATE fleet_version SET version = version + 1"
+ALL_GPUS = "SELECT * FROM gpus ORDER BY node, gpu_uuid"
+#: The fair-share inputs as one row of arrays (what ``pass_inputs.book_from_row`` reads): select
+#: FAIR_SHARE_COLUMNS from FAIR_SHARE_SOURCES, beside whatever else a statement needs.
+FAIR_SHARE_COLUMNS = (
+    "g.capacity, u.usage_tenants, u.usage_values, u.usage_as_of, s.share_tenants, s.share_values, "
+    "t.tenant_ids"
+)
+FAIR_SHARE_SOURCES = """(SELECT coalesce(sum(units), 0) AS capacity FROM gpus WHERE health = 'healthy') g,
+    (SELECT array_agg(tenant_id) AS usage_tenants, array_agg(decayed_unit_hours) AS usage_values,
+        array_agg(as_of) AS usage_as_of FROM tenant_usage) u,
+    (SELECT array_agg(tenant_id) AS share_tenants, array_agg(shares) AS share_values FROM tenant_shares) s,
+    (SELECT array_agg(tenant_id) AS tenant_ids FROM tenants) t"""
+POLICY_SNAPSHOT = f"""
+SELECT v.version, {FAIR_SHARE_COLUMNS},
+    q.quota_tenants, q.quota_gpus, q.quota_units, q.quota_workloads
+FROM (SELECT coalesce(max(version), 0) AS version FROM fleet_version) v,
+    {FAIR_SHARE_SOURCES},
+    (SELECT array_agg(tenant_id) AS quota_tenants, array_agg(gpus) AS quota_gpus,
+        array_agg(units_milli) AS quota_units, array_agg(workloads) AS quota_workloads FROM tenant_quotas) q
+"""
+UPSERT_SHARES = """
+INSERT INTO tenant_shares (tenant_id, shares) VALUES ($1, $2)
+ON CONFLICT (tenant_id) DO UPDATE SET shares = $2, updated_at = now()
+"""
+UPSERT_QUOTA = """
+INSERT INTO tenant_quotas (tenant_id, gpus, units_milli, workloads) VALUES ($1, $2, $3, $4)
+ON CONFLICT (tenant_id) DO UPDATE SET gpus = $2, units_milli = $3, workloads = $4, updated_at = now()
+"""
+ALL_QUOTAS = "SELECT * FROM tenant_quotas"
+GET_QUOTA = "SELECT * FROM tenant_quotas WHERE tenant_id = $1"
+SET_USAGE = """
+INSERT INTO tenant_usage (tenant_id, decayed_unit_hours, as_of) VALUES ($1, $2, $3)
+ON CONFLICT (tenant_id) DO UPDATE SET decayed_unit_hours = $2, as_of = $3
+"""
+TENANT_EXISTS = "SELECT 1 FROM tenants WHERE tenant_id = $1"
+ADD_STOP = """
+INSERT INTO budget_stops (tenant_id, project, month, reason) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
+"""
+
+
+class FleetStore:
+    """GPU rows and per-tenant policy rows on one connection (or the pool, for reads)."""
+
+    def __init__(self, conn: asyncpg.Connection[Any] | asyncpg.Pool[Any]) -> None:
+        self.conn = conn
+
+    async def upsert_gpu(self, *, row: dict[str, Any]) -> None:
+        """Record a GPU's static facts, health and partitions."""
+        await self.conn.execute(BUMP_FLEET)
+        await self.conn.execute(
+            UPSERT_GPU,
+            row["gpu_uuid"],
+            row["node"],
+            row["model"],
+            row["memory_bytes"],
+            row["units"],
+            row["health"],
+            row["labels"],
+            row["mig_enabled"],
+            row["time_slice_ratio"],
+            row["partitions"],
+        )
+
+    async def set_partitions(
+        self, gpu_uuid: str, *, mig_enabled: bool, ratio: int, partitions: list[dict[str, Any]]
+    ) -> None:
+        """Replace a GPU's slices."""
+        await self.conn.execute(BUMP_FLEET)
+        await self.conn.execute(SET_PARTITIONS, gpu_uuid, mig_enabled, ratio, partitions)
+
+    async def set_health(self, gpu_uuid: str, *, health: str) -> None:
+        """Record a GPU's health."""
+        await self.conn.execute(BUMP_FLEET)
+        await self.conn.execute(SET_HEALTH, gpu_uuid, health)
+
+    async def pass_policy(self) -> asyncpg.Record:
+        """In one round trip: the fleet version, fair-share inputs and every tenant's quota."""
+        row = await self.conn.fetchrow(POLICY_SNAPSHOT)
+        assert row is not None  # aggregates without GROUP BY always answer one row
+        return row
+
+    async def gpus(self) -> list[asyncpg.Record]:
+        """Every GPU known."""
+        return list(await self.conn.fetch(ALL_GPUS))
+
+    async def set_shares(self, tenant: str, *, shares: float) -> None:
+        """Set a tenant's fair-share entitlement weight."""
+        await self.conn.execute(UPSERT_SHARES, tenant, shares)
+
+    async def set_quota(
+        self, tenant: str, *, gpus: int | None, units_milli: int | None, workloads: int | None
+    ) -> None:
+        """Set a tenant's limits (None = unlimited)."""
+        await self.conn.execute(UPSERT_QUOTA, tenant, gpus, units_milli, workloads)
+
+    async def quotas(self) -> list[asyncpg.Record]:
+        """Every tenant's limits."""
+        return list(await self.conn.fetch(ALL_QUOTAS))
+
+    async def quota(self, tenant: str) -> asyncpg.Record | None:
+        """One tenant's limits."""
+        return await self.conn.fetchrow(GET_QUOTA, tenant)
+
+    async def set_usage(self, tenant: str, *, value: float, as_of: datetime) -> None:
+        """Replace a tenant's decayed usage."""
+        await self.conn.execute(SET_USAGE, tenant, value, as_of)
+
+    async def tenant_exists(self, tenant: str) -> bool:
+        """Whether the tenant was created."""
+        return bool(await self.conn.fetchval(TENANT_EXISTS, tenant))
+
+    async def add_stop(self, *, tenant: str, project: str, month: str, reason: str) -> None:
+        """Refuse new work for a project this month."""
+        await self.conn.execute(ADD_STOP, tenant, project, month, reason)
+
+
+def units_of(value: Decimal | float) -> float:
+    """Compute units as the float the placement core works in."""
+    return float(value)

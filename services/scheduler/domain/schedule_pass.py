@@ -1,0 +1,192 @@
+"""One scheduling pass over an ordered queue; holds the mutable working state so the API stays pure."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+
+from services.scheduler.domain.backfill import Reservation, release_order, reserve_head
+from services.scheduler.domain.cluster import DEFAULT_POOL, Allocation, ClusterState, Grant, SlotKind
+from services.scheduler.domain.decisions import (
+    Decisions,
+    Placement,
+    QueueEntry,
+    QueuePosition,
+    SchedulerConfig,
+    WaitReason,
+)
+from services.scheduler.domain.fit import Ask, Option, Plan, find_plan, options_for, plan_units, take_plan
+from services.scheduler.domain.index import FreeIndex, SlotKey
+from services.scheduler.domain.pools import PoolBook
+from services.scheduler.domain.preemption import PreemptionProposal, propose_preemption
+from services.scheduler.domain.quota import QuotaLimits, QuotaUsage, check, demand_of, reserve
+from services.scheduler.domain.reserved import admits, is_high
+
+__all__ = ["SchedulePass", "tenant_usage"]
+
+
+def tenant_usage(allocations: Iterable[Allocation]) -> dict[str, QuotaUsage]:
+    """Quota usage per tenant implied by live allocations (what a Redis rebuild recomputes)."""
+    usage: dict[str, QuotaUsage] = defaultdict(QuotaUsage)
+    for a in allocations:
+        whole = sum(1 for g in a.grants if g.kind is SlotKind.WHOLE)
+        add = demand_of(gpus=whole, units=a.units)
+        usage[a.tenant] = reserve(tenant=a.tenant, limits=QuotaLimits(), usage=usage[a.tenant], demand=add)
+    return usage
+
+
+def _demand(option: Option) -> QuotaUsage:
+    whole = option.count if option.stype.kind is SlotKind.WHOLE else 0
+    return demand_of(gpus=whole, units=plan_units(option))
+
+
+class SchedulePass:
+    """Working state of one pass: free index, pool book, quota usage, reservations and results."""
+
+    def __init__(
+        self,
+        *,
+        state: ClusterState,
+        now: datetime,
+        config: SchedulerConfig,
+        quotas: Mapping[str, QuotaLimits],
+        base_index: FreeIndex | None = None,
+    ) -> None:
+        self._state, self._now, self._config, self._quotas = state, now, config, quotas
+        self._index = FreeIndex.from_cluster(state, base=base_index)
+        self._pools = PoolBook(state=state, config=config.reserved)
+        self._usage = tenant_usage(state.allocations)
+        self._types = tuple(self._index.slot_types())
+        self._options: dict[object, tuple[Option, ...]] = {}
+        self._reservation: Reservation | None = None
+        self._aside: list[tuple[datetime, set[SlotKey]]] = []
+        self._claimed: set[str] = set()
+        self._preempt_left = config.preemption_attempts
+        self._head_left = config.head_attempts
+        self._stopped = False  # without backfill nothing may pass the first blocked workload
+        self._placements: list[Placement] = []
+        self._waiting: list[QueuePosition] = []
+        self._preemptions: list[PreemptionProposal] = []
+
+    def run(self, ordered: Sequence[QueueEntry]) -> Decisions:
+        """Decide every entry in order and return the decisions."""
+        asks = [self._ask(e) for e in ordered]
+        for entry, ask in zip(ordered, asks, strict=True):
+            if ask.options:
+                self._pools.wait(
+                    pools=self._pools_of(entry), units=plan_units(ask.options[0]), priority=ask.priority
+                )
+        for entry, ask in zip(ordered, asks, strict=True):
+            self._decide(entry, ask)
+        return Decisions(
+            tuple(self._placements), tuple(self._waiting), tuple(self._preemptions), self._reservation
+        )
+
+    def _pools_of(self, entry: QueueEntry) -> tuple[str, ...]:
+        return self._pools.pools_for(entry.workload.constraints)
+
+    def _ask(self, entry: QueueEntry) -> Ask:
+        w = entry.workload
+        options = self._options.get(w.resources)
+        if options is None:
+            options = self._options[w.resources] = options_for(w.resources, self._types)
+        return Ask(w.id, entry.priority, options, self._index.signatures(w.constraints), w.gang)
+
+    def _decide(self, entry: QueueEntry, ask: Ask) -> None:
+        if not ask.options:
+            return self._wait(entry, WaitReason.NO_MATCHING_GPU)
+        if self._stopped:
+            return self._wait(entry, WaitReason.CAPACITY)
+        lent = self._lend_aside(entry)
+        found = find_plan(self._index, options=ask.options, sigs=ask.sigs, gang=ask.gang)
+        reason = self._policy_block(entry, *found) if found else None
+        grants = take_plan(self._index, found[1]) if found and reason is None else None
+        self._index.remove(lent)  # borrowed slots not taken go back aside
+        if found is None:
+            return self._blocked(entry, ask)
+        if grants is None:
+            return self._wait(entry, reason or WaitReason.CAPACITY)
+        self._commit(entry, found[0], grants)
+        return None
+
+    def _lend_aside(self, entry: QueueEntry) -> list[SlotKey]:
+        """Reserved slots this workload may borrow because its time limit ends before they are needed."""
+        limit = entry.workload.time_limit
+        if not self._aside or limit is None:
+            return []
+        end = self._now + limit
+        return [k for start, keys in self._aside if end <= start for k in self._index.add(keys)]
+
+    def _policy_block(self, entry: QueueEntry, option: Option, plan: Plan) -> WaitReason | None:
+        by_pool: dict[str, float] = defaultdict(float)
+        for (_node, stype, sig), count in plan:
+            by_pool[dict(sig).get("pool", DEFAULT_POOL)] += count * stype.units
+        for pool, units in by_pool.items():
+            load = self._pools.load(pool)
+            if not admits(priority=entry.priority, units=units, load=load, config=self._config.reserved):
+                return WaitReason.RESERVED_POOL
+        limits = self._quotas.get(entry.workload.tenant)
+        usage = self._usage.get(entry.workload.tenant, QuotaUsage())
+        if limits is not None and check(limits=limits, usage=usage, demand=_demand(option)):
+            return WaitReason.QUOTA
+        return None
+
+    def _commit(self, entry: QueueEntry, option: Option, grants: tuple[Grant, ...]) -> None:
+        w = entry.workload
+        taken = {g.key for g in grants}
+        for _start, keys in self._aside:
+            keys.difference_update(taken)  # a borrower holds them now; never lend them twice
+        backfilled = self._reservation is not None
+        self._placements.append(Placement(w.id, w.tenant, grants, entry.priority, backfilled))
+        self._pools.hold(grants=grants, priority=entry.priority)
+        self._pools.wait(
+            pools=self._pools_of(entry), units=plan_units(option), priority=entry.priority, sign=-1
+        )
+        usage = self._usage.get(w.tenant, QuotaUsage())
+        self._usage[w.tenant] = reserve(
+            tenant=w.tenant, limits=QuotaLimits(), usage=usage, demand=_demand(option)
+        )
+
+    def _blocked(self, entry: QueueEntry, ask: Ask) -> None:
+        if self._try_preempt(entry, ask):
+            return
+        estimate = None
+        if not self._config.backfill:
+            self._stopped = True
+        elif self._reservation is None and self._head_left > 0:
+            self._head_left -= 1
+            releases = release_order(self._state.allocations)
+            self._reservation = reserve_head(self._index, head=ask, releases=releases, now=self._now)
+            if self._reservation is not None:
+                self._aside.append((self._reservation.start, set(self._reservation.set_aside)))
+                estimate = self._reservation.start
+        self._wait(entry, WaitReason.CAPACITY, estimate)
+
+    def _try_preempt(self, entry: QueueEntry, ask: Ask) -> bool:
+        if self._preempt_left <= 0 or not is_high(priority=ask.priority, config=self._config.reserved):
+            return False
+        self._preempt_left -= 1
+        found = propose_preemption(
+            self._index,
+            preemptor=ask,
+            allocations=self._state.allocations,
+            claimed=self._claimed,
+            high_threshold=self._config.reserved.high_threshold,
+            now=self._now,
+            grace=self._config.preemption_grace,
+        )
+        if found is None:
+            return False
+        proposals, grants = found
+        self._preemptions.extend(proposals)
+        self._claimed.update(p.victim_id for p in proposals)
+        victim_keys = {g.key for p in proposals for g in p.grants}
+        deadline = proposals[0].deadline
+        self._aside.append((deadline, {g.key for g in grants} - victim_keys))
+        self._wait(entry, WaitReason.PREEMPTING, deadline)
+        return True
+
+    def _wait(self, entry: QueueEntry, reason: WaitReason, estimate: datetime | None = None) -> None:
+        position = len(self._waiting) + 1
+        self._waiting.append(QueuePosition(entry.workload.id, position, entry.priority, reason, estimate))

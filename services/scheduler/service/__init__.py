@@ -1,0 +1,1 @@
+"""The scheduler's use cases: submission, the placer and its commits, and the consumed events."""

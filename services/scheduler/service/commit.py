@@ -1,0 +1,305 @@
+"""One decision, one unit of work: the state change, the quota reservation and its events together."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from libs.common.db.uow import UnitOfWork, outbox_row
+from libs.common.events.scheduler import (
+    AllocationItem,
+    WorkloadEndedV1,
+    WorkloadMigratingV1,
+    WorkloadPlacedV1,
+    WorkloadPreemptionScheduledV1,
+    WorkloadQueuedV1,
+)
+from services.scheduler.adapters.postgres import PostgresError, Record
+from services.scheduler.adapters.workload_store import WorkloadStore
+from services.scheduler.domain.cluster import GpuView, Grant, SlotKind
+from services.scheduler.domain.decisions import Placement
+from services.scheduler.domain.model import Workload, WorkloadState
+from services.scheduler.domain.preemption import PreemptionProposal
+from services.scheduler.domain.rows import demand_of_grants, grant_of
+from services.scheduler.service.context import SchedulerContext
+from services.scheduler.service.trace import workload_trace
+
+__all__ = ["commit_placement", "commit_placements", "commit_preemption", "expire_preemption"]
+
+log = logging.getLogger(__name__)
+
+
+def _item(grant: Grant, gpus: dict[str, GpuView]) -> AllocationItem:
+    gpu = gpus[grant.gpu]
+    profile = next((p.profile for p in gpu.partitions if p.id == grant.slot), None)
+    return AllocationItem(
+        gpu_uuid=grant.gpu,
+        partition_id=grant.slot or None,
+        units=Decimal(str(grant.units)),
+        model=gpu.model,
+        profile=profile if grant.kind is SlotKind.MIG else None,
+    )
+
+
+def _placement_row(
+    p: Placement, w: Workload, *, pid: str, now: datetime, gpus: dict[str, GpuView]
+) -> dict[str, Any]:
+    demand = demand_of_grants(p.grants)
+    grants = [
+        {"gpu": g.gpu, "node": g.node, "slot": g.slot, "units": g.units, "kind": g.kind.value}
+        for g in p.grants
+    ]
+    return {
+        "placement_id": pid,
+        "workload_id": w.id,
+        "tenant_id": w.tenant,
+        "node": p.nodes[0],
+        "grants": grants,
+        "gpus": demand.gpus,
+        "units_milli": demand.units_milli,
+        "models": sorted({gpus[g.gpu].model for g in p.grants}),
+        "priority": p.priority,
+        "preemptible": w.preemptible,
+        "ends_at": now + w.time_limit if w.time_limit else None,
+        "placed_at": now,
+    }
+
+
+def _placed_event(p: Placement, w: Workload, *, pid: str, gpus: dict[str, GpuView]) -> WorkloadPlacedV1:
+    return WorkloadPlacedV1(
+        workload_id=w.id,
+        tenant_id=w.tenant,
+        placement_id=pid,
+        node=p.nodes[0],
+        allocations=[_item(g, gpus) for g in p.grants],
+        kind=w.kind.value,
+        profile="training" if w.kind.value == "job" else "interactive",
+        pricing_class="spot" if w.preemptible else "on_demand",
+        tags=dict(w.tags),
+        duration_s=w.time_limit.total_seconds() if w.time_limit else None,
+        priority=p.priority,
+    )
+
+
+async def _leave_old(
+    uow: UnitOfWork, ctx: SchedulerContext, row: Record, *, new_pid: str, now: datetime
+) -> str | None:
+    """For a migrating workload: end its old placement and give its quota back before reserving anew."""
+    old = row["placement_id"]
+    if row["state"] != "migrating" or old is None:
+        return None
+    await WorkloadStore(uow.conn).end_placement(old, outcome="migrated", at=now, released=True)
+    await ctx.quotas.release(tenant=row["tenant_id"], placement_id=old)
+    await uow.emit(
+        WorkloadMigratingV1(
+            workload_id=row["workload_id"],
+            tenant_id=row["tenant_id"],
+            from_placement_id=old,
+            to_placement_id=new_pid,
+            reason="re-placed away from a failed GPU",
+        ),
+        tenant=row["tenant_id"],
+        time=now,
+    )
+    return str(old)
+
+
+async def commit_placement(
+    ctx: SchedulerContext, p: Placement, w: Workload, *, now: datetime, gpus: dict[str, GpuView]
+) -> str | None:
+    """Place one workload; returns the placement id, or None when it no longer waits or quota refused."""
+    pid = f"pl-{uuid.uuid4().hex[:16]}"
+    async with ctx.placer_uow() as uow:
+        store = WorkloadStore(uow.conn)
+        row = await store.lock_workload(w.id)
+        if row is None or row["state"] not in ("queued", "migrating"):
+            return None  # cancelled or placed by someone else since the pass read it
+        with workload_trace(workload_id=w.id, traceparent=row["traceparent"], name="scheduler.place"):
+            return await _place(ctx, uow, row, p, w, pid=pid, now=now, gpus=gpus)
+
+
+async def commit_placements(
+    ctx: SchedulerContext,
+    placements: Sequence[Placement],
+    workloads: Mapping[str, Workload],
+    *,
+    now: datetime,
+    gpus: dict[str, GpuView],
+    traces: Mapping[str, str | None] | None = None,
+) -> int:
+    """Commit a pass's placements together, each with its own quota reservation and event.
+
+    Two round trips for the batch: the quota of every decision reserved in one Redis script, then one
+    statement that places the workloads still queued (``traces``: each one's traceparent, for its event).
+    Reservations of workloads no longer queued (cancelled meanwhile) are given back. All or nothing per
+    batch: when the statement fails (a slot taken meanwhile), every reservation of the batch is given
+    back and each placement is retried alone, as ``commit_placement`` does. A migrating workload (old
+    placement to leave) always goes alone. Returns how many were placed.
+    """
+    if not placements:
+        return 0
+    alone = [p for p in placements if workloads[p.workload_id].state is WorkloadState.MIGRATING]
+    batch = [p for p in placements if workloads[p.workload_id].state is not WorkloadState.MIGRATING]
+    try:
+        placed = await _commit_batch(ctx, batch, workloads, now=now, gpus=gpus, traces=traces or {})
+    except PostgresError as exc:
+        log.warning("batch of %d placements refused (%s); placing one at a time", len(batch), exc)
+        placed, alone = 0, list(placements)
+    for p in alone:
+        if await commit_placement(ctx, p, workloads[p.workload_id], now=now, gpus=gpus):
+            placed += 1
+    return placed
+
+
+async def _commit_batch(
+    ctx: SchedulerContext,
+    placements: Sequence[Placement],
+    workloads: Mapping[str, Workload],
+    *,
+    now: datetime,
+    gpus: dict[str, GpuView],
+    traces: Mapping[str, str | None],
+) -> int:
+    batch = [(p, workloads[p.workload_id], f"pl-{uuid.uuid4().hex[:16]}") for p in placements]
+    if not batch:
+        return 0
+    answers = await ctx.quotas.reserve_many(
+        [(w.tenant, pid, demand_of_grants(p.grants)) for p, w, pid in batch]
+    )
+    kept = [b for b, exceeded in zip(batch, answers, strict=True) if not exceeded]
+    if not kept:
+        return 0
+    try:
+        placed_rows, slots, outbox = [], [], []
+        for p, w, pid in kept:
+            placed_rows.append(_placement_row(p, w, pid=pid, now=now, gpus=gpus))
+            slots += [(gpu, slot, pid) for gpu, slot in (g.key for g in p.grants)]
+            with workload_trace(workload_id=w.id, traceparent=traces.get(w.id), name="scheduler.place"):
+                event = _placed_event(p, w, pid=pid, gpus=gpus)
+                outbox.append((w.id, outbox_row(event, source=ctx.settings.service_name, tenant=w.tenant)))
+        placed = await WorkloadStore(ctx.pool_for_placer).place_many(
+            rows=placed_rows, slots=slots, outbox=outbox
+        )
+    except BaseException:
+        await ctx.quotas.release_many([(w.tenant, pid) for _p, w, pid in kept])
+        raise
+    gone = [(w.tenant, pid) for _p, w, pid in kept if w.id not in placed]
+    if gone:  # cancelled since the pass read the queue
+        await ctx.quotas.release_many(gone)
+    return len(placed)
+
+
+async def _place(
+    ctx: SchedulerContext,
+    uow: UnitOfWork,
+    row: Record,
+    p: Placement,
+    w: Workload,
+    *,
+    pid: str,
+    now: datetime,
+    gpus: dict[str, GpuView],
+) -> str | None:
+    """Inside the placer's unit of work: leave the old placement, reserve quota, record and emit."""
+    demand, store = demand_of_grants(p.grants), WorkloadStore(uow.conn)
+    old = await _leave_old(uow, ctx, row, new_pid=pid, now=now)
+    exceeded = await ctx.quotas.reserve(tenant=w.tenant, placement_id=pid, demand=demand)
+    if exceeded:
+        await _reinstate(ctx, row, old)
+        return None
+    try:
+        await store.insert_placement(
+            row=_placement_row(p, w, pid=pid, now=now, gpus=gpus), slots=[g.key for g in p.grants]
+        )
+        await store.set_state(w.id, state="placed", placement_id=pid, priority=p.priority)
+        # A migration's events share one instant, the pass's: billing closes the old charge exactly
+        # where it opens the new one, so the move is neither billed twice nor left unbilled.
+        at = now if old is not None else None
+        await uow.emit(_placed_event(p, w, pid=pid, gpus=gpus), tenant=w.tenant, time=at)
+        if old is not None:
+            ended = WorkloadEndedV1(
+                workload_id=w.id,
+                tenant_id=w.tenant,
+                placement_id=old,
+                outcome="migrated",
+                reason=f"moved to {pid}",
+            )
+            await uow.emit(ended, tenant=w.tenant, time=now)
+        await uow.commit()
+    except Exception:
+        await ctx.quotas.release(tenant=w.tenant, placement_id=pid)
+        await _reinstate(ctx, row, old)
+        raise
+    return pid
+
+
+async def _reinstate(ctx: SchedulerContext, row: Record, old: str | None) -> None:
+    """The transaction rolls back, so the old placement lives on: count it in Redis again."""
+    if old is None:
+        return
+    held = await WorkloadStore(ctx.pool_for_placer).placement_grants(old)
+    if held is not None:
+        demand = demand_of_grants(grant_of(g) for g in held["grants"])
+        await ctx.quotas.reserve(tenant=row["tenant_id"], placement_id=old, demand=demand)
+
+
+async def commit_preemption(ctx: SchedulerContext, proposal: PreemptionProposal) -> bool:
+    """Give a victim its grace deadline, once."""
+    async with ctx.placer_uow() as uow:
+        store = WorkloadStore(uow.conn)
+        victim = await store.live_placement_of(proposal.victim_id)
+        if victim is None:
+            return False
+        row = await store.schedule_preemption(
+            victim["placement_id"], deadline=proposal.deadline, preempted_for=proposal.for_workload_id
+        )
+        if row is None:
+            return False
+        await uow.emit(
+            WorkloadPreemptionScheduledV1(
+                workload_id=proposal.victim_id,
+                tenant_id=proposal.victim_tenant,
+                placement_id=row["placement_id"],
+                deadline=proposal.deadline,
+                preempted_for=proposal.for_workload_id,
+            ),
+            tenant=proposal.victim_tenant,
+        )
+        await uow.commit()
+    return True
+
+
+async def expire_preemption(ctx: SchedulerContext, placement_id: str, *, now: datetime) -> bool:
+    """End a victim whose grace is over with outcome preempted, and put it back in the queue."""
+    async with ctx.placer_uow() as uow:
+        store = WorkloadStore(uow.conn)
+        ended = await store.end_placement(placement_id, outcome="preempted", at=now)
+        if ended is None:
+            return False
+        wid, tenant = ended["workload_id"], ended["tenant_id"]
+        await store.set_state(wid, state="queued", placement_id=None)
+        reason = f"preempted for {ended['preempted_for']}"
+        await uow.emit(
+            WorkloadEndedV1(
+                workload_id=wid,
+                tenant_id=tenant,
+                placement_id=placement_id,
+                outcome="preempted",
+                reason=reason,
+                requeued=True,
+            ),
+            tenant=tenant,
+        )
+        position = await store.count_waiting()
+        await uow.emit(
+            WorkloadQueuedV1(
+                workload_id=wid, tenant_id=tenant, position=position, priority=float(ended["priority"])
+            ),
+            tenant=tenant,
+        )
+        await uow.commit()
+    return True

@@ -1,0 +1,147 @@
+"""Reads what a schedule pass or a priority explanation needs from Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from services.scheduler.adapters.fleet_store import FleetStore
+from services.scheduler.adapters.postgres import Conn, Pool, Record
+from services.scheduler.adapters.workload_store import WorkloadStore
+from services.scheduler.domain.cluster import ClusterState, GpuView
+from services.scheduler.domain.decisions import QueueEntry
+from services.scheduler.domain.index import FreeIndex
+from services.scheduler.domain.model import Workload
+from services.scheduler.domain.priority import DecayedUsage, FairShareBook
+from services.scheduler.domain.quota import QuotaLimits
+from services.scheduler.domain.rows import allocation_of, gpu_view, workload_of
+from services.scheduler.service.context import SchedulerContext
+
+__all__ = ["PassCache", "PassInputs", "load_book", "load_pass"]
+
+
+@dataclass(frozen=True, slots=True)
+class PassInputs:
+    """The cluster, the waiting queue with priorities, and every tenant's limits."""
+
+    state: ClusterState
+    queue: list[QueueEntry]
+    quotas: dict[str, QuotaLimits]
+    waiting: list[Record]
+    base: FreeIndex | None = None
+
+
+async def load_book(conn: Conn, ctx: SchedulerContext, *, now: datetime) -> FairShareBook:
+    """Fair-share inputs of every tenant at ``now``, from one snapshot (the pass's policy row)."""
+    return book_from_row(await FleetStore(conn).pass_policy(), ctx, now=now)
+
+
+@dataclass
+class PassCache:
+    """What the active placer keeps between passes; dropped when it stops leading.
+
+    The parsed GPU view is reused while ``fleet_version`` (bumped in every GPU-changing transaction) has not
+    moved, and each waiting workload's parsed spec (immutable once submitted) while it waits.
+    """
+
+    fleet_version: int | None = None
+    gpu_rows: list[Record] = field(default_factory=list)
+    views: dict[frozenset[str], tuple[GpuView, ...]] = field(default_factory=dict)
+    bases: dict[frozenset[str], FreeIndex] = field(default_factory=dict)
+    workloads: dict[str, Workload] = field(default_factory=dict)
+
+    def gpus(self, avoid: frozenset[str]) -> tuple[GpuView, ...]:
+        """The GPU view with ``avoid`` counted unhealthy."""
+        views = self.views.get(avoid)
+        if views is None:
+            if len(self.views) > 8:
+                self.views.clear()
+                self.bases.clear()
+            views = self.views[avoid] = tuple(gpu_view(r, avoid=avoid) for r in self.gpu_rows)
+        return views
+
+    def base_index(self, avoid: frozenset[str]) -> FreeIndex:
+        """The free index of ``gpus(avoid)`` with nothing held, built once per GPU view."""
+        base = self.bases.get(avoid)
+        if base is None:
+            state = ClusterState(gpus=self.gpus(avoid), allocations=())
+            base = self.bases[avoid] = FreeIndex.from_cluster(state)
+        return base
+
+    def workload(self, row: Record) -> Workload:
+        """A waiting row as the placement core sees it (spec parsed once per workload)."""
+        w = self.workloads.get(row["workload_id"])
+        if w is None or w.state.value != row["state"]:
+            w = self.workloads[row["workload_id"]] = workload_of(row)
+        return w
+
+
+def book_from_row(row: Mapping[str, Any], ctx: SchedulerContext, *, now: datetime) -> FairShareBook:
+    """The fair-share book from a row of arrays (usage, shares, tenants, capacity): placer pass and submit."""
+    usage = {
+        t: DecayedUsage(float(v), at)
+        for t, v, at in zip(
+            row["usage_tenants"] or (), row["usage_values"] or (), row["usage_as_of"] or (), strict=True
+        )
+    }
+    shares = {t: float(v) for t, v in zip(row["share_tenants"] or (), row["share_values"] or (), strict=True)}
+    return FairShareBook(
+        usage=usage,
+        shares=shares,
+        tenants=frozenset(row["tenant_ids"] or ()),
+        default_shares=ctx.settings.default_shares,
+        capacity_units=float(row["capacity"]),
+        half_life=ctx.half_life,
+        now=now,
+    )
+
+
+def _quotas_of(row: Record) -> dict[str, QuotaLimits]:
+    columns = ("quota_tenants", "quota_gpus", "quota_units", "quota_workloads")
+    return {
+        t: QuotaLimits(gpus=g, units_milli=u, workloads=n)
+        for t, g, u, n in zip(*(row[c] or () for c in columns), strict=True)
+    }
+
+
+async def load_pass(
+    pool: Pool, ctx: SchedulerContext, *, now: datetime, cache: PassCache | None = None
+) -> PassInputs:
+    """Everything one schedule pass decides over (GPU rows read again only when the fleet changed).
+
+    The queue, the policy row and the live placements are read at once over three of the pool's
+    connections (one round trip of waiting instead of three), each its own snapshot as the pass has
+    always read them.
+    """
+    cache = cache or PassCache()
+    store, fleet = WorkloadStore(pool), FleetStore(pool)
+    waiting, policy, live_rows = await asyncio.gather(
+        store.waiting(), fleet.pass_policy(), store.live_placements()
+    )
+    if not waiting:
+        return PassInputs(state=ClusterState(gpus=(), allocations=()), queue=[], quotas={}, waiting=[])
+    if policy["version"] != cache.fleet_version or cache.fleet_version is None:
+        cache.gpu_rows, cache.views, cache.bases = await fleet.gpus(), {}, {}
+        cache.fleet_version = policy["version"]
+    avoid = frozenset(g for r in waiting for g in r["avoid_gpus"])
+    live = [r for r in live_rows if not r["migrating"]]
+    state = ClusterState(gpus=cache.gpus(avoid), allocations=tuple(allocation_of(r) for r in live))
+    book = book_from_row(policy, ctx, now=now)
+    queue = []
+    for row in waiting:
+        pinned = row["pinned_priority"]
+        prio = (
+            float(pinned)
+            if pinned is not None
+            else book.explain(tenant=row["tenant_id"], urgency=row["urgency"]).priority
+        )
+        queue.append(QueueEntry(workload=cache.workload(row), priority=prio))
+    live_ids = {r["workload_id"] for r in waiting}
+    for wid in [w for w in cache.workloads if w not in live_ids]:
+        del cache.workloads[wid]
+    return PassInputs(
+        state=state, queue=queue, quotas=_quotas_of(policy), waiting=waiting, base=cache.base_index(avoid)
+    )

@@ -1,0 +1,1 @@
+"""Telemetry's IO: Postgres stores, Redis live state, NVML, the simulated fleet."""

@@ -1,0 +1,79 @@
+"""Fault injection for simulated GPUs: on command, or at a random rate."""
+
+from __future__ import annotations
+
+import random
+from enum import StrEnum
+
+from services.telemetry.adapters.sim.gpu import SimGpu
+
+__all__ = [
+    "SIMULATED_XIDS",
+    "WORKLOAD_FATAL_XIDS",
+    "FaultKind",
+    "apply_fault",
+    "clear_faults",
+    "random_fault",
+]
+
+SIMULATED_XIDS = (13, 31, 43, 48, 63, 64, 74, 79, 94, 95, 119)
+# XIDs after which the processes on that GPU are gone (application fault, reset channel, uncorrectable ECC,
+# GPU lost, GSP timeout). 63/64/74 are recorded but the job survives.
+WORKLOAD_FATAL_XIDS = frozenset({13, 31, 43, 48, 79, 94, 95, 119})
+LEAK_FRACTION_PER_S = 0.005  # a leak that fills an 80 GiB card's headroom in about a minute
+RUNAWAY_COOLING = 0.35  # fans or coolant failing: three times the rise at the same power
+POWER_CAP_FRACTION = 0.5
+
+
+class FaultKind(StrEnum):
+    """The faults the simulator can inject."""
+
+    XID = "xid"
+    ECC_BURST = "ecc_burst"
+    THERMAL_RUNAWAY = "thermal_runaway"
+    POWER_CAP = "power_cap"
+    PCIE_SATURATION = "pcie_saturation"
+    MEMORY_LEAK = "memory_leak"
+    FALL_OFF_BUS = "fall_off_bus"
+
+
+def apply_fault(gpu: SimGpu, *, fault: FaultKind, xid: int | None = None) -> None:
+    """Change the GPU's state as the fault would; raised XIDs go to gpu.raised_xids."""
+    if fault is FaultKind.XID:
+        _apply_xid(gpu, xid=79 if xid is None else xid)
+    elif fault is FaultKind.ECC_BURST:
+        gpu.ecc_sbe += gpu.rng.randint(50, 500)
+        if gpu.rng.random() < 0.2:
+            _apply_xid(gpu, xid=48)  # a burst that also flips two bits in one word
+    elif fault is FaultKind.THERMAL_RUNAWAY:
+        gpu.cooling = RUNAWAY_COOLING
+    elif fault is FaultKind.POWER_CAP:
+        gpu.power_cap_w = POWER_CAP_FRACTION * gpu.spec.power_limit_w
+    elif fault is FaultKind.PCIE_SATURATION:
+        gpu.pcie_saturated = True
+    elif fault is FaultKind.MEMORY_LEAK:
+        gpu.leak_bytes_per_s = LEAK_FRACTION_PER_S * gpu.spec.memory_bytes
+    elif fault is FaultKind.FALL_OFF_BUS:
+        _apply_xid(gpu, xid=79)
+
+
+def _apply_xid(gpu: SimGpu, *, xid: int) -> None:
+    gpu.raised_xids.append(xid)
+    if xid in (48, 95):
+        gpu.ecc_dbe += 1
+    elif xid in (63, 64, 94):
+        gpu.ecc_sbe += 1
+    if xid == 79:
+        gpu.lost = "GPU has fallen off the bus (XID 79)"
+
+
+def clear_faults(gpu: SimGpu) -> None:
+    """Undo every injected condition, as a node reset would (ECC counters are volatile, so they clear)."""
+    gpu.lost, gpu.power_cap_w, gpu.cooling, gpu.pcie_saturated = None, None, 1.0, False
+    gpu.leak_bytes_per_s, gpu.leaked, gpu.ecc_sbe, gpu.ecc_dbe = 0.0, 0.0, 0, 0
+
+
+def random_fault(rng: random.Random) -> tuple[FaultKind, int | None]:
+    """Pick a fault for rate-based injection; XIDs are the most common kind."""
+    fault = rng.choice((FaultKind.XID, FaultKind.XID, FaultKind.ECC_BURST, *FaultKind))
+    return fault, rng.choice(SIMULATED_XIDS) if fault is FaultKind.XID else None

@@ -1,0 +1,1 @@
+"""Telemetry's HTTP routes, schemas and the tenant-scoped reads they share."""

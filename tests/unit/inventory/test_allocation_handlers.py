@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from libs.common.events.scheduler import AllocationItem, WorkloadEndedV1, WorkloadPlacedV1
+from libs.common.testing import FakeUnitOfWork, handler_context
+from services.inventory.adapters.node_store import AllocationRow
+from services.inventory.adapters.node_store_fake import FakeNodeStore
+from services.inventory.domain.catalog import Catalog
+from services.inventory.domain.units import UnitBasis
+from services.inventory.service.handlers import InventoryDeps, on_workload_ended, on_workload_placed
+from services.inventory.service.operations import UnitContext
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+PLACED = WorkloadPlacedV1(
+    workload_id="w1",
+    tenant_id="acme",
+    placement_id="p1",
+    node="node-a",
+    kind="job",
+    allocations=[
+        AllocationItem(gpu_uuid="gpu-a", units=Decimal(1), model="H100"),
+        AllocationItem(gpu_uuid="gpu-b", partition_id="mig-1", units=Decimal("0.25"), model="H100"),
+    ],
+)
+ENDED = WorkloadEndedV1(workload_id="w1", tenant_id="acme", placement_id="p1", outcome="completed")
+
+
+def _deps(catalog: Catalog, store: FakeNodeStore) -> InventoryDeps:
+    return InventoryDeps(units=UnitContext(catalog=catalog, basis=UnitBasis()), ledger=lambda _uow: store)
+
+
+async def _deliver(event: WorkloadPlacedV1 | WorkloadEndedV1, deps: InventoryDeps, *, at: datetime) -> None:
+    uow = FakeUnitOfWork()
+    async with uow:
+        ctx = handler_context(event, uow=uow, deps=deps, time=at)
+        if isinstance(event, WorkloadPlacedV1):
+            await on_workload_placed(event, ctx)
+        else:
+            await on_workload_ended(event, ctx)
+        await uow.commit()
+
+
+async def test_a_placement_records_one_allocation_per_gpu_and_partition_it_holds(catalog: Catalog) -> None:
+    store = FakeNodeStore()
+
+    await _deliver(PLACED, _deps(catalog, store), at=T0)
+
+    assert store.live() == [
+        AllocationRow(
+            allocation_id="p1|gpu-a|-", placement_id="p1", workload_id="w1", tenant_id="acme",
+            gpu_uuid="gpu-a", partition_id=None, units=Decimal(1),
+        ),
+        AllocationRow(
+            allocation_id="p1|gpu-b|mig-1", placement_id="p1", workload_id="w1", tenant_id="acme",
+            gpu_uuid="gpu-b", partition_id="mig-1", units=Decimal("0.25"),
+        ),
+    ]  # fmt: skip
+
+
+async def test_a_placement_whose_end_arrived_first_does_not_come_back_to_life(catalog: Catalog) -> None:
+    store = FakeNodeStore()
+    deps = _deps(catalog, store)
+
+    await _deliver(ENDED, deps, at=T0)
+    await _deliver(PLACED, deps, at=T0 + timedelta(seconds=1))
+
+    assert store.live() == []
+    assert store.released == {"p1": T0}

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from libs.common.events.scheduler import AllocationItem, WorkloadEndedV1, WorkloadPlacedV1
+from libs.common.testing import FakeUnitOfWork, handler_context
+from services.telemetry.adapters.allocation_store_fake import FakeAllocationStore
+from services.telemetry.domain.allocations import AllocationRow
+from services.telemetry.service.handlers import TelemetryDeps, on_workload_ended, on_workload_placed
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _placed(placement_id: str, *gpus: str) -> WorkloadPlacedV1:
+    allocations = [AllocationItem(gpu_uuid=g, units=Decimal(1), model="H100") for g in gpus]
+    return WorkloadPlacedV1(
+        workload_id="w1", tenant_id="t1", placement_id=placement_id, node="node-a",
+        allocations=allocations, kind="job",
+    )  # fmt: skip
+
+
+async def _deliver(event: WorkloadPlacedV1 | WorkloadEndedV1, store: FakeAllocationStore) -> None:
+    uow = FakeUnitOfWork()
+    deps = TelemetryDeps(allocations=lambda _uow: store)
+    async with uow:
+        ctx = handler_context(event, uow=uow, deps=deps, time=T0)
+        if isinstance(event, WorkloadPlacedV1):
+            await on_workload_placed(event, ctx)
+        else:
+            await on_workload_ended(event, ctx)
+        await uow.commit()
+
+
+async def test_a_placement_holds_each_of_its_gpus_once_however_many_partitions_it_takes() -> None:
+    store = FakeAllocationStore()
+
+    await _deliver(_placed("p1", "gpu-b", "gpu-a", "gpu-b"), store)
+
+    assert await store.allocations() == [
+        AllocationRow("gpu-a", "w1", "t1", "node-a"),
+        AllocationRow("gpu-b", "w1", "t1", "node-a"),
+    ]
+
+
+async def test_an_ended_placement_releases_its_gpus_and_leaves_other_placements_alone() -> None:
+    store = FakeAllocationStore()
+    await _deliver(_placed("p1", "gpu-a"), store)
+    await _deliver(_placed("p2", "gpu-b"), store)
+
+    await _deliver(
+        WorkloadEndedV1(workload_id="w1", tenant_id="t1", placement_id="p1", outcome="completed"), store
+    )
+
+    assert await store.allocations() == [AllocationRow("gpu-b", "w1", "t1", "node-a")]
