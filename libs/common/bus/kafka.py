@@ -45,8 +45,17 @@ def create_producer(*, bootstrap: str, client_id: str, linger_ms: int = 2) -> AI
     )
 
 
+#: How long the broker may hold a fetch by default (see ``create_consumer``).
+DEFAULT_FETCH_MAX_WAIT_MS = 25
+
+
 def create_consumer(
-    *, bootstrap: str, group_id: str, topics: Iterable[str], client_id: str, fetch_max_wait_ms: int = 25
+    *,
+    bootstrap: str,
+    group_id: str,
+    topics: Iterable[str],
+    client_id: str,
+    fetch_max_wait_ms: int = DEFAULT_FETCH_MAX_WAIT_MS,
 ) -> AIOKafkaConsumer:
     """A group consumer that never auto-commits: offsets move only after the handler's transaction.
 

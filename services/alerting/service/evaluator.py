@@ -21,6 +21,7 @@ from typing import Protocol
 
 from prometheus_client import Counter, Gauge
 
+from libs.common.bus.kafka import DEFAULT_FETCH_MAX_WAIT_MS
 from libs.common.bus.side_stream import CommitCadence, Poll, SideStream, side_stream_consumer
 from libs.common.db.leadership import LeadershipLost, Lease, lead
 from libs.common.db.uow import UnitOfWork
@@ -58,11 +59,6 @@ SLICE_RECORDS = 200
 IDLE_WAIT_MS = 50
 #: Records per poll (evaluated in slices of SLICE_RECORDS).
 POLL_RECORDS = 2000
-#: The broker's longest hold of a fetch: create_consumer's default, what the evaluator always used.
-SAMPLES_FETCH_MAX_WAIT_MS = 25
-# A cut network leaves a statement waiting for TCP to give up (minutes), while the lock, ended by the
-# server's keepalive, may be a standby's already: an unanswered check steps down.
-LOCK_CHECK_TIMEOUT_S = 5.0
 #: How often a standby tries the lock.
 STANDBY_RETRY_S = 1.0
 
@@ -119,9 +115,7 @@ class Evaluator:
         stand_by = lambda: sleep_or_stop(stop, STANDBY_RETRY_S)  # noqa: E731  # the wait between two tries
         async with (
             runtime.pool.acquire() as conn,
-            lead(
-                conn, key=self._lock_key, stop=stop, wait=stand_by, check_timeout_s=LOCK_CHECK_TIMEOUT_S
-            ) as lease,
+            lead(conn, key=self._lock_key, stop=stop, wait=stand_by) as lease,
         ):
             if lease is None:
                 return
@@ -170,7 +164,7 @@ class Evaluator:
             runtime.settings,
             name="samples",
             topic=topics.TELEMETRY_SAMPLES,
-            fetch_max_wait_ms=SAMPLES_FETCH_MAX_WAIT_MS,
+            fetch_max_wait_ms=DEFAULT_FETCH_MAX_WAIT_MS,  # what the evaluator always used
         )
         # Committing less often only widens what a crash replays; replays are idempotent. After an
         # error (the lock lost mid-batch, a failed write) the last poll may be only partly persisted:

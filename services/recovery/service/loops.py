@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from libs.common.bus.kafka import DEFAULT_FETCH_MAX_WAIT_MS
 from libs.common.bus.side_stream import CommitCadence, Poll, SideStream, side_stream_consumer
 from libs.common.events import EventDecodeError, topics
 from libs.common.events.sample_wire import (
@@ -29,8 +30,6 @@ log = logging.getLogger(__name__)
 
 #: What the window computes with, read as the models would read it; anything else goes to the models.
 WINDOW_CHECKS = FieldChecks.of_metrics(WINDOW_FIELDS)
-#: The broker's longest hold of a window fetch: create_consumer's default, what this reader always used.
-SAMPLES_FETCH_MAX_WAIT_MS = 25
 
 
 def _settings(runtime: ServiceRuntime) -> RecoveryConfig:
@@ -81,7 +80,7 @@ async def samples_loop(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         runtime.settings,
         name="samples",
         topic=topics.TELEMETRY_SAMPLES,
-        fetch_max_wait_ms=SAMPLES_FETCH_MAX_WAIT_MS,
+        fetch_max_wait_ms=DEFAULT_FETCH_MAX_WAIT_MS,  # what this reader always used
     )
 
     async def handle(poll: Poll) -> None:
