@@ -22,7 +22,9 @@ from libs.common.auth.principal import KeyCache
 from libs.common.auth.replication import HANDLERS as AUTH_HANDLERS
 from libs.common.bus.consumer import ConsumerRunner, RetryPolicy
 from libs.common.bus.handlers import Handlers
+from libs.common.bus.health import ConsumerHealth
 from libs.common.bus.kafka import (
+    MAX_EVENT_BYTES,
     all_physical_topics,
     create_consumer,
     create_producer,
@@ -31,7 +33,7 @@ from libs.common.bus.kafka import (
 )
 from libs.common.bus.relay import OutboxRelay
 from libs.common.db.migrate import Migration, migrate
-from libs.common.db.pool import create_pool
+from libs.common.db.pool import create_pool, retry_while_unreachable
 from libs.common.db.uow import PostgresUnitOfWork
 from libs.common.events.topics import PLATFORM
 from libs.common.redis import Keyspace, create_redis
@@ -48,7 +50,6 @@ log = logging.getLogger(__name__)
 #: new key works on the other services up to a quarter second later; revocation already waits for the
 #: auth cache (AUTH_CACHE_TTL_S, 5 s).
 PLATFORM_FETCH_WAIT_MS = 250
-
 
 async def _bounded(closing: Awaitable[None], timeout_s: float, what: str) -> bool:
     """Await a close for at most ``timeout_s``; False (and a warning) when it did not finish."""
@@ -69,7 +70,7 @@ class ConsumerSpec:
 
     name: str
     topics: tuple[str, ...]
-    handlers: Handlers[Any]
+    handlers: Handlers[Any, Any]
     #: Shortest fetch long-poll for this consumer; the settings' ``KAFKA_FETCH_MAX_WAIT_MS`` when longer.
     min_fetch_wait_ms: int = 0
 
@@ -89,6 +90,8 @@ class ServiceRuntime:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     runners: dict[str, ConsumerRunner] = field(default_factory=dict)
+    #: Each consumer's failures, kept across its runner's restarts (readiness reads them).
+    consumer_health: dict[str, ConsumerHealth] = field(default_factory=dict)
     #: Recently verified API keys (see ``KeyCache``), kept for ``AUTH_CACHE_TTL_S``.
     key_cache: KeyCache = field(init=False)
 
@@ -127,12 +130,20 @@ class ServiceRuntime:
 
     async def start(self) -> None:
         """Migrate, connect, create topics, then start the relay, consumers and background tasks."""
-        s = self.settings
+        s, wait_s = self.settings, self.settings.startup_connect_timeout_s
         if self.migrations:
-            await migrate(dsn=s.database_url, schema=s.pg_schema, migrations=list(self.migrations))
-        self._pool = await create_pool(dsn=s.database_url, schema=s.pg_schema, max_size=s.db_pool_max)
-        self._redis = create_redis(s.redis_url)
-        await wait_for_broker(bootstrap=s.kafka_bootstrap_servers)
+            await retry_while_unreachable(
+                lambda: migrate(dsn=s.database_url, schema=s.pg_schema, migrations=list(self.migrations)),
+                what="Postgres",
+                timeout_s=wait_s,
+            )
+        self._pool = await retry_while_unreachable(
+            lambda: create_pool(dsn=s.database_url, schema=s.pg_schema, max_size=s.db_pool_max),
+            what="Postgres",
+            timeout_s=wait_s,
+        )
+        self._redis = create_redis(s.redis_url)  # connects lazily; /readyz reports it
+        await wait_for_broker(bootstrap=s.kafka_bootstrap_servers, timeout_s=wait_s)
         await ensure_topics(
             bootstrap=s.kafka_bootstrap_servers,
             topics=all_physical_topics(s.kafka_topic_prefix),
@@ -141,7 +152,10 @@ class ServiceRuntime:
         # Its senders are the relay, which sends each batch's records in one go and then waits for
         # their acks, and dead-lettering, which waits for each: lingering would only add to every batch.
         self._producer = create_producer(
-            bootstrap=s.kafka_bootstrap_servers, client_id=s.service_name, linger_ms=0
+            bootstrap=s.kafka_bootstrap_servers,
+            client_id=s.service_name,
+            linger_ms=0,
+            max_record_bytes=MAX_EVENT_BYTES,  # a larger event is parked by the relay (bus/relay.py)
         )
         await self._producer.start()
         self._stop.clear()
@@ -178,7 +192,8 @@ class ServiceRuntime:
         self._producer = self._redis = self._pool = None
 
     async def readiness(self) -> dict[str, str]:
-        """'ok' or the error for each dependency: postgres, redis, kafka."""
+        """'ok' or the error for each dependency: postgres, redis, kafka; and ``consumer:<name>`` for each
+        consumer that has failed to apply or commit for longer than ``consumer_stall_s``."""
         checks: dict[str, str] = {}
         for name, probe in (
             ("postgres", self._check_pg),
@@ -190,7 +205,23 @@ class ServiceRuntime:
                 checks[name] = "ok"
             except Exception as exc:
                 checks[name] = f"{type(exc).__name__}: {exc}"
+        checks.update(self.stalled_consumers())
         return checks
+
+    def stalled_consumers(self) -> dict[str, str]:
+        """``consumer:<name>`` -> why, for each consumer not applying events for longer than the bound."""
+        bound_s = self.settings.consumer_stall_s
+        found = {name: health.stalled(bound_s=bound_s) for name, health in self.consumer_health.items()}
+        return {f"consumer:{name}": why for name, why in found.items() if why is not None}
+
+    async def _recreate_topics(self, topics: Sequence[str] | None = None) -> Sequence[str]:
+        """Create those of ``topics`` (default: every topic of the registry) the broker has not got."""
+        s = self.settings
+        return await ensure_topics(
+            bootstrap=s.kafka_bootstrap_servers,
+            topics=all_physical_topics(s.kafka_topic_prefix) if topics is None else topics,
+            partitions=s.kafka_partitions,
+        )
 
     async def _check_pg(self) -> None:
         await self.pool.fetchval("SELECT 1")
@@ -231,11 +262,21 @@ class ServiceRuntime:
             topic_prefix=s.kafka_topic_prefix,
             batch_size=s.outbox_batch_size,
             poll_interval_s=s.outbox_poll_interval_s,
+            recreate_topics=self._recreate_topics,
         )
         await relay.run(self._stop)
 
     def _consumer_loop(self, spec: ConsumerSpec) -> Callable[[], Awaitable[None]]:
+        health = self.consumer_health.setdefault(spec.name, ConsumerHealth())
+
         async def loop() -> None:
+            try:
+                await run()
+            except Exception as exc:  # the supervisor restarts it; readiness counts from the first failure
+                health.failed(f"{type(exc).__name__}: {exc}")
+                raise
+
+        async def run() -> None:
             s = self.settings
             consumer = create_consumer(
                 bootstrap=s.kafka_bootstrap_servers,
@@ -250,7 +291,7 @@ class ServiceRuntime:
                 service=s.service_name,
                 consumer=consumer,
                 producer=self.producer,
-                uow_factory=self.uow,
+                uow_factory=lambda: spec.handlers.unit_of_work(pool=self.pool, source=s.service_name),
                 handlers=spec.handlers,
                 topic_prefix=s.kafka_topic_prefix,
                 retry=RetryPolicy(
@@ -258,6 +299,8 @@ class ServiceRuntime:
                     base_s=s.consumer_backoff_s,
                     max_s=s.consumer_backoff_max_s,
                 ),
+                health=health,
+                recreate_topics=self._recreate_topics,
             )
             self.runners[spec.name] = runner
             try:

@@ -45,6 +45,13 @@ class BaseServiceSettings(BaseSettings):
     database_url: str = Field(default="postgresql://postgres@127.0.0.1:5432/postgres", alias="DATABASE_URL")
     db_schema: str = Field(default="", alias="DB_SCHEMA", description="Defaults to the service name.")
     db_pool_max: int = Field(default=10, ge=1, le=200, alias="DB_POOL_MAX")
+    startup_connect_timeout_s: float = Field(
+        default=120.0,
+        ge=0,
+        le=3600,
+        alias="STARTUP_CONNECT_TIMEOUT_S",
+        description="How long start-up keeps retrying Postgres and Kafka while they refuse connections.",
+    )
     redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="REDIS_URL")
     redis_prefix: str = Field(default="gpucloud:", alias="REDIS_PREFIX")
     admin_api_key: SecretStr | None = Field(default=None, alias="ADMIN_API_KEY")
@@ -56,6 +63,36 @@ class BaseServiceSettings(BaseSettings):
     )
     http_host: str = Field(default="127.0.0.1", alias="HTTP_HOST")
     http_port: int = Field(default=8000, ge=0, le=65535)
+    max_request_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        le=1024 * 1024 * 1024,
+        description="Largest request body accepted (413 above it); <SERVICE>_MAX_REQUEST_BYTES.",
+    )
+    rate_limit_write_per_s: float = Field(
+        default=20.0,
+        ge=0,
+        le=100_000,
+        alias="RATE_LIMIT_WRITE_PER_S",
+        description="Writes (POST, PUT, PATCH, DELETE) one tenant may send a service a second (0: no limit).",
+    )
+    rate_limit_write_burst: int = Field(
+        default=100,
+        ge=1,
+        le=1_000_000,
+        alias="RATE_LIMIT_WRITE_BURST",
+        description="Writes a burst may hold.",
+    )
+    rate_limit_read_per_s: float = Field(
+        default=100.0,
+        ge=0,
+        le=100_000,
+        alias="RATE_LIMIT_READ_PER_S",
+        description="Reads (every other method) one tenant may send a service a second (0: no limit).",
+    )
+    rate_limit_read_burst: int = Field(
+        default=500, ge=1, le=1_000_000, alias="RATE_LIMIT_READ_BURST", description="Reads a burst may hold."
+    )
     log_level: str = Field(default="INFO", alias="LOG_LEVEL")
     log_json: bool = Field(default=True, alias="LOG_JSON")
     outbox_poll_interval_s: float = Field(default=0.5, gt=0, alias="OUTBOX_POLL_INTERVAL_S")
@@ -63,12 +100,25 @@ class BaseServiceSettings(BaseSettings):
     consumer_max_attempts: int = Field(default=5, ge=1, alias="CONSUMER_MAX_ATTEMPTS")
     consumer_backoff_s: float = Field(default=0.05, ge=0, alias="CONSUMER_BACKOFF_S")
     consumer_backoff_max_s: float = Field(default=2.0, ge=0, alias="CONSUMER_BACKOFF_MAX_S")
+    consumer_stall_s: float = Field(
+        default=30.0,
+        gt=0,
+        alias="CONSUMER_STALL_S",
+        description="How long a consumer may fail to apply or commit before /readyz answers 503 naming it.",
+    )
 
     @field_validator("db_schema")
     @classmethod
     def _schema_is_identifier(cls, value: str) -> str:
         if value and not _IDENTIFIER.match(value):
             raise ValueError("DB_SCHEMA must be a lower-case SQL identifier")
+        return value
+
+    @field_validator("rate_limit_write_per_s", "rate_limit_read_per_s")
+    @classmethod
+    def _rate_is_off_or_measurable(cls, value: float) -> float:
+        if 0 < value < 0.01:  # a token would take over 100 s to come back: surely a typo for 0 (off)
+            raise ValueError("a rate limit is 0 (off) or at least 0.01 requests a second")
         return value
 
     @model_validator(mode="after")

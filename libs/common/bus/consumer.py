@@ -6,6 +6,14 @@ event that still fails goes to ``<topic>.dlq`` with the error attached and is re
 as dead-lettered, so the partition keeps flowing. Offsets are committed only after the
 transactions that applied the events have committed; the inbox (consumer, event id) makes a
 redelivered event a no-op.
+
+Every few seconds (``check_every_s``, never per event) it looks at the log: a broker that is another one
+(its cluster id changed), lacks a topic it reads, or has a log end behind its positions has lost the log
+those positions belong to (a broker restarted empty). It then recreates the topics, reads every assigned
+partition again from the beginning (the inbox makes the replay harmless), commits those starting offsets
+over any committed meanwhile, and logs that once. A commit that does not complete in ``commit_timeout_s``
+(aiokafka retries UNKNOWN_TOPIC_OR_PARTITION for ever) makes it look at once. What it applies, commits
+and fails is kept in a ``ConsumerHealth`` that readiness reads.
 """
 
 from __future__ import annotations
@@ -13,15 +21,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka.errors import KafkaError
 from opentelemetry.trace import SpanKind
 
 from libs.common.bus.handlers import Handler, HandlerContext, Handlers
+from libs.common.bus.health import ConsumerHealth
+from libs.common.bus.incarnation import look
 from libs.common.db.uow import UnitOfWork
 from libs.common.events import EVENT_TYPES, Envelope, Event, EventDecodeError, decode
 from libs.common.events.topics import dlq
@@ -71,6 +82,14 @@ class _DuplicateInBatch(Exception):
     """The batch holds one event id twice; the event-by-event path handles it."""
 
 
+class _CommitStuck(Exception):
+    """An offset commit did not complete in time: the rest of the poll waits for a look at the log."""
+
+
+#: Creates the topics that do not exist (``ensure_topics`` bound to a broker and a partition count).
+RecreateTopics = Callable[[Sequence[str]], Awaitable[Sequence[str]]]
+
+
 @dataclass(slots=True)
 class _Item:
     record: ConsumerRecord[bytes, bytes]
@@ -93,10 +112,14 @@ class ConsumerRunner:
         consumer: AIOKafkaConsumer,
         producer: AIOKafkaProducer,
         uow_factory: Callable[[], UnitOfWork],
-        handlers: Handlers[Any],
+        handlers: Handlers[Any, Any],
         topic_prefix: str = "",
         retry: RetryPolicy | None = None,
         rng: random.Random | None = None,
+        health: ConsumerHealth | None = None,
+        recreate_topics: RecreateTopics | None = None,
+        check_every_s: float = 2.0,
+        commit_timeout_s: float = 10.0,
     ) -> None:
         self.name = name
         self._service = service
@@ -109,25 +132,51 @@ class ConsumerRunner:
         self._retry = retry or RetryPolicy()
         self._rng = rng or random.Random()
         self.processed = 0
-        self._lag_reported_at = 0.0
+        self.health = health or ConsumerHealth()
+        self._recreate = recreate_topics
+        self._check_every_s = check_every_s
+        self._commit_timeout_s = commit_timeout_s
+        self._check_at = 0.0
+        self._cluster: str | None = None  # the broker whose log the positions belong to
+        self.incidents = 0  # logs found replaced, and read again from the beginning
 
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set; the consumer must already be started."""
         while not stop.is_set():
             batches = await self._consumer.getmany(timeout_ms=200, max_records=500)
+            stuck = False
             for tp, records in batches.items():
-                await self._process_partition(tp, records)
-            await self._report_lag()
+                try:
+                    # Once a commit is stuck, the poll's other partitions are applied (their records
+                    # are fetched already) and committed with a later batch, or replayed harmlessly.
+                    await self._process_partition(tp, records, commit=not stuck)
+                except _CommitStuck:
+                    stuck = True
+                    self._check_at = 0.0  # a broker that lost a topic answers every commit so: look now
+            await self._look_after_log()
 
     async def _process_partition(
-        self, tp: TopicPartition, records: Sequence[ConsumerRecord[bytes, bytes]]
+        self, tp: TopicPartition, records: Sequence[ConsumerRecord[bytes, bytes]], *, commit: bool = True
     ) -> None:
         items = [self._decode(r) for r in records]
         if not await self._apply_batch(items):
             for item in items:
                 await self._apply_one(item)
-        await self._consumer.commit({tp: records[-1].offset + 1})
         self.processed += len(records)
+        if commit:
+            await self._commit({tp: records[-1].offset + 1})
+            self.health.applied()
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        try:
+            async with asyncio.timeout(self._commit_timeout_s):
+                await self._consumer.commit(offsets)
+        except TimeoutError:
+            self.health.failed(f"an offset commit did not complete within {self._commit_timeout_s:.0f}s")
+            raise _CommitStuck from None
+        except KafkaError as exc:
+            self.health.failed(f"offset commit failed: {type(exc).__name__}: {exc}")
+            raise
 
     def _decode(self, record: ConsumerRecord[bytes, bytes]) -> _Item:
         logical = record.topic.removeprefix(self._prefix)
@@ -266,16 +315,65 @@ class ConsumerRunner:
         EVENTS_DEAD_LETTERED.labels(self._service, item.logical_topic).inc()
         log.error("event sent to %s after %d attempt(s): %s", dlq(record.topic), attempts, error)
 
-    async def _report_lag(self) -> None:
+    async def _look_after_log(self) -> None:
+        """Every ``check_every_s``: report the lag, and start over on a log that is not the one read."""
         now = asyncio.get_running_loop().time()
-        if now - self._lag_reported_at < 2.0:
+        if now < self._check_at:
             return
-        self._lag_reported_at = now
+        self._check_at = now + self._check_every_s
+        try:
+            async with asyncio.timeout(max(self._commit_timeout_s, 1.0)):
+                reason, cluster = await self._log_replaced()
+                if reason is not None:
+                    await self._start_over(reason)
+                self._cluster = cluster  # only once started over: a failed attempt is tried again
+        except (KafkaError, OSError, TimeoutError) as exc:
+            self.health.failed(f"cannot look at the log: {type(exc).__name__}: {exc}")
+            return
+        self.health.checked()
+
+    async def _log_replaced(self) -> tuple[str | None, str]:
+        """Why the log the broker has is not the one these positions belong to (None when it is), and the
+        broker's cluster id."""
+        ahead = []
         for tp in self._consumer.assignment():
             high = self._consumer.highwater(tp)
             if high is None:
                 continue
-            behind = max(0, high - await self._consumer.position(tp))
+            position = await self._consumer.position(tp)
             CONSUMER_LAG.labels(self._service, tp.topic.removeprefix(self._prefix), str(tp.partition)).set(
-                behind
+                max(0, high - position)
             )
+            if position > high:
+                ahead.append(f"{tp.topic}/{tp.partition} at {position} of {high}")
+        view = await look(self._producer.client, sorted(self._consumer.subscription()))
+        known, reason = self._cluster, None
+        if known is not None and known != view.cluster_id:
+            reason = f"the broker is another one (cluster {known!r}, now {view.cluster_id!r})"
+        elif view.missing:
+            reason = f"the broker has no topic {', '.join(sorted(view.missing))}"
+        elif ahead:
+            reason = f"positions beyond the log end ({', '.join(sorted(ahead))})"
+        return reason, view.cluster_id
+
+    async def _start_over(self, reason: str) -> None:
+        """Recreate the topics, read every assigned partition from its beginning, commit those offsets."""
+        topics = sorted(self._consumer.subscription())
+        created: Sequence[str] = []
+        if self._recreate is not None:
+            created = await self._recreate([*topics, *(dlq(t) for t in topics)])
+        assigned = list(self._consumer.assignment())
+        if assigned:
+            await self._consumer.seek_to_beginning(*assigned)
+            starts = await self._consumer.beginning_offsets(assigned)
+            # Offsets committed before this was noticed belong to the old log: a new owner would skip.
+            await self._consumer.commit(dict(starts))
+        self.incidents += 1
+        log.warning(
+            "consumer %s: %s, so the log is not the one its offsets belong to: recreated %d topic(s), "
+            "reading %d partition(s) again from the beginning (the inbox skips what was applied)",
+            self.name,
+            reason,
+            len(created),
+            len(assigned),
+        )

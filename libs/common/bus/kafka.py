@@ -10,9 +10,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
+from libs.common.bus.quiet import quiet_client_logs
 from libs.common.events.topics import ALL_TOPICS, dlq
 
 __all__ = [
+    "MAX_EVENT_BYTES",
+    "MAX_RECORD_BYTES",
     "all_physical_topics",
     "create_consumer",
     "create_producer",
@@ -24,14 +27,25 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: The largest event a service's producer (the outbox relay's) sends: Apache Kafka's default
+#: ``message.max.bytes`` (1 MiB), so that what passes on the embedded broker (which takes 8 MiB) passes on
+#: Kafka too. A larger event is refused with ``MessageSizeTooLargeError``, and the relay parks it (relay.py).
+MAX_EVENT_BYTES = 1024 * 1024
+#: The largest record other producers send (the node agent's sample batches, tools and tests).
+MAX_RECORD_BYTES = 8 * 1024 * 1024
 
-def create_producer(*, bootstrap: str, client_id: str, linger_ms: int = 2) -> AIOKafkaProducer:
+
+def create_producer(
+    *, bootstrap: str, client_id: str, linger_ms: int = 2, max_record_bytes: int = MAX_RECORD_BYTES
+) -> AIOKafkaProducer:
     """A producer that waits for every in-sync replica (acks=all).
 
     The idempotent producer is not used: the embedded broker rejects InitProducerId, and the
     inbox makes duplicates harmless anyway. ``linger_ms``: how long a batch waits for more records; 0
     suits a sender that hands over whole batches at once (the outbox relay), which lingering only delays.
+    ``max_record_bytes``: a larger record is refused before it is sent (``MessageSizeTooLargeError``).
     """
+    quiet_client_logs()
     return AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         client_id=client_id,
@@ -40,7 +54,7 @@ def create_producer(*, bootstrap: str, client_id: str, linger_ms: int = 2) -> AI
         compression_type="gzip",
         linger_ms=linger_ms,
         max_batch_size=1024 * 1024,
-        max_request_size=8 * 1024 * 1024,
+        max_request_size=max_record_bytes,
         request_timeout_ms=15000,
     )
 
@@ -63,6 +77,7 @@ def create_consumer(
     whole wait even when data arrives (Apache Kafka answers as soon as data is there); with a real
     Kafka, raise it (KAFKA_FETCH_MAX_WAIT_MS=500) to spare idle polling.
     """
+    quiet_client_logs()
     return AIOKafkaConsumer(
         *topics,
         bootstrap_servers=bootstrap,
@@ -85,6 +100,7 @@ def all_physical_topics(prefix: str) -> list[str]:
 
 async def wait_for_broker(*, bootstrap: str, timeout_s: float = 30.0) -> None:
     """Return once the broker answers metadata requests; raise after the timeout."""
+    quiet_client_logs()
     deadline = asyncio.get_running_loop().time() + timeout_s
     while True:
         admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)

@@ -5,6 +5,11 @@ their readers (telemetry's ingest, alerting's evaluator, recovery's window) writ
 share this loop: poll, hand the poll to the reader, and commit the offsets of what the reader has
 handled at the reader's cadence. Nothing is committed after an error: the next owner of the
 partitions replays what was fetched and perhaps not applied. A clean stop commits what is handled.
+
+Every ``check_every_s`` (wall time, never per poll) it compares each position with the partition's log end:
+a position beyond the end belongs to a log the broker has lost (it restarted empty), so every assigned
+partition is read again from the beginning (a replay of samples is harmless) and that is logged once. A
+commit that does not complete in ``commit_timeout_s`` is kept for the next one, logged once per outage.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
+from libs.common.bus.incarnation import Outage
 from libs.common.bus.kafka import create_consumer
 from libs.common.settings import BaseServiceSettings
 
@@ -72,6 +78,8 @@ class SideStream:
         poll_timeout_ms: int = 200,
         max_records: int = 500,
         clock: Callable[[], float] = time.monotonic,
+        check_every_s: float = 5.0,
+        commit_timeout_s: float = 10.0,
     ) -> None:
         self._consumer = consumer
         self._cadence = cadence
@@ -80,10 +88,16 @@ class SideStream:
         self._clock = clock
         self._handled: dict[TopicPartition, int] = {}
         self._committed_at = 0.0
+        self._check_every_s = check_every_s
+        self._commit_timeout_s = commit_timeout_s
+        self._check_at = 0.0
+        self._stuck = Outage()
+        self.incidents = 0  # logs found replaced, and read again from the beginning
 
     async def run(self, stop: asyncio.Event, handle: Callable[[Poll], Awaitable[None]]) -> None:
         """Poll and ``handle`` until ``stop`` (empty polls too: a reader may have timers to advance)."""
         await self._consumer.start()
+        self._check_at = asyncio.get_running_loop().time() + self._check_every_s
         try:
             while not stop.is_set():
                 poll = await self._consumer.getmany(
@@ -95,6 +109,7 @@ class SideStream:
                         self._handled[tp] = records[-1].offset + 1
                 if self._handled and self._clock() - self._committed_at >= self._cadence.every_s:
                     await self._commit()
+                await self._look_after_log()
             # Reached on a clean stop only: what was handled is committed, not left to replay.
             if self._handled:
                 try:
@@ -110,5 +125,45 @@ class SideStream:
         handled = {tp: offset for tp, offset in self._handled.items() if tp in assigned}
         self._handled = {}
         if handled:
-            await self._consumer.commit(handled)
+            try:
+                async with asyncio.timeout(self._commit_timeout_s):
+                    await self._consumer.commit(handled)
+            except TimeoutError:
+                self._handled = {**handled, **self._handled}  # committed with the next ones
+                self._check_at = 0.0  # a broker that lost the topic answers every commit so: look now
+                if self._stuck.failed():
+                    log.warning(
+                        "side stream: an offset commit did not complete in %.0fs", self._commit_timeout_s
+                    )
+                return
+            if (lasted := self._stuck.ended()) is not None:
+                log.info("side stream: offsets commit again after %.0fs", lasted)
         self._committed_at = self._clock()
+
+    async def _look_after_log(self) -> None:
+        """Every ``check_every_s``: read again from the beginning when a position is beyond its log end."""
+        now = asyncio.get_running_loop().time()
+        if now < self._check_at:
+            return
+        self._check_at = now + self._check_every_s
+        assigned = list(self._consumer.assignment())
+        try:
+            ahead = []
+            for tp in assigned:
+                high = self._consumer.highwater(tp)
+                if high is not None and await self._consumer.position(tp) > high:
+                    ahead.append(f"{tp.topic}/{tp.partition}")
+            if not ahead:
+                return
+            await self._consumer.seek_to_beginning(*assigned)
+            self._handled = dict(await self._consumer.beginning_offsets(assigned))  # over the old log's
+        except KafkaError as exc:  # a rebalance took a partition meanwhile: the next look sees the rest
+            log.info("side stream: log check skipped: %s", exc)
+            return
+        self.incidents += 1
+        log.warning(
+            "side stream: positions beyond the log end of %s, so the broker lost the log they belong to: "
+            "reading %d partition(s) again from the beginning",
+            ", ".join(sorted(ahead)),
+            len(assigned),
+        )

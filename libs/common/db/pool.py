@@ -1,13 +1,65 @@
-"""asyncpg pools bound to one service's schema."""
+"""asyncpg pools bound to one service's schema, and waiting at start-up for a database not up yet."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import asyncpg
 
-__all__ = ["QUEUE_READS", "create_pool", "init_connection"]
+__all__ = ["QUEUE_READS", "UNREACHABLE", "create_pool", "init_connection", "retry_while_unreachable"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Errors that say Postgres is not there yet (refused, reset, timed out, starting up, out of connection
+#: slots), as opposed to a configuration a retry cannot fix (a wrong password, a missing database).
+UNREACHABLE: tuple[type[Exception], ...] = (
+    OSError,  # ConnectionRefusedError, ConnectionResetError, TimeoutError, socket.gaierror
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+)
+
+
+async def retry_while_unreachable(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    what: str,
+    timeout_s: float,
+    first_delay_s: float = 0.5,
+    max_delay_s: float = 10.0,
+) -> T:
+    """``attempt()``, tried again with exponential backoff while it fails with ``UNREACHABLE``.
+
+    A service started before its database (a machine booting, a database restarting) waits for it rather
+    than exiting; each failed attempt is logged with the wait before the next. After ``timeout_s`` the last
+    error is raised, so a database that never comes still stops the start-up, with the reason.
+    """
+    loop = asyncio.get_running_loop()
+    deadline, delay, number = loop.time() + timeout_s, first_delay_s, 1
+    while True:
+        try:
+            return await attempt()
+        except UNREACHABLE as exc:
+            left = deadline - loop.time()
+            if left <= 0:
+                log.error("%s still unreachable after %d attempt(s); giving up: %r", what, number, exc)
+                raise
+            wait = min(delay, left)
+            log.warning(
+                "%s unreachable (attempt %d: %r); retrying in %.1fs, giving up in %.0fs",
+                what,
+                number,
+                exc,
+                wait,
+                left,
+            )
+            await asyncio.sleep(wait)
+            delay, number = min(delay * 2, max_delay_s), number + 1
 
 
 async def init_connection(conn: asyncpg.Connection[Any]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, Self, TypeAlias
 
 import asyncpg
 
@@ -61,7 +61,7 @@ class UnitOfWork(Protocol):
         """Commit; without it the transaction rolls back on exit."""
         ...
 
-    async def __aenter__(self) -> UnitOfWork: ...
+    async def __aenter__(self) -> Self: ...
 
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
@@ -101,7 +101,7 @@ class PostgresUnitOfWork:
             raise RuntimeError("unit of work used outside `async with`")
         return self._conn
 
-    async def __aenter__(self) -> PostgresUnitOfWork:
+    async def __aenter__(self) -> Self:
         self._conn = await self._pool.acquire()
         self._tx = self._conn.transaction()
         await self._tx.start()

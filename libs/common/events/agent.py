@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,6 +56,11 @@ class _AgentWorkloadEvent(Event):
     tenant_id: str = Field(description="Owning tenant.")
     placement_id: str = Field(description="Placement the report is about.")
     node: str = Field(description="Reporting node.")
+    at: datetime | None = Field(
+        default=None,
+        description="When it happened on the host, as the runner saw it (not when the report was sent). "
+        "None from an agent before this field: the envelope time is the fact's then.",
+    )
 
     def subject(self) -> str:
         return self.workload_id
@@ -113,6 +119,21 @@ class WorkloadProfileSetV1(Event):
         return self.workload_id
 
 
+class HostActionRequestedV1(Event):
+    """Recovery asked the node agent to reset a drained GPU or reboot a drained node (a command to the agent
+    of ``node``); the health check that follows counts only readings the agent takes after it."""
+
+    type: Literal["agent.host.action_requested.v1"] = "agent.host.action_requested.v1"
+    command_id: str = Field(description="Unique id of the request (the incident's, with the action).")
+    incident_id: str = Field(description="The incident the action recovers from.")
+    node: str = Field(description="Hostname of the agent that carries it out.")
+    gpu_uuid: str | None = Field(default=None, description="The GPU to reset; None for a node reboot.")
+    action: Literal["reset_gpu", "reboot_node"] = Field(description="What to do.")
+
+    def subject(self) -> str:
+        return self.node
+
+
 EVENTS: tuple[type[Event], ...] = (
     NodeDiscoveredV1,
     WorkloadStartedV1,
@@ -120,4 +141,5 @@ EVENTS: tuple[type[Event], ...] = (
     MigrationStepV1,
     SimFaultRequestedV1,
     WorkloadProfileSetV1,
+    HostActionRequestedV1,
 )

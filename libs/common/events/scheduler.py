@@ -79,6 +79,11 @@ class WorkloadRunningV1(_WorkloadEvent):
     type: Literal["scheduler.workload.running.v1"] = "scheduler.workload.running.v1"
     placement_id: str = Field(description="The placement that runs.")
     node: str = Field(description="Node running it.")
+    started_at: datetime | None = Field(
+        default=None,
+        description="When the host started it (the node agent's report, not when the scheduler read it); "
+        "charges run from here. None only from a scheduler before this field: the envelope time then.",
+    )
 
 
 class WorkloadEndedV1(_WorkloadEvent):
@@ -94,6 +99,13 @@ class WorkloadEndedV1(_WorkloadEvent):
     )
     reason: str = Field(default="", description="Human-readable detail.")
     requeued: bool = Field(default=False, description="True when the workload waits to be placed again.")
+    ended_at: datetime | None = Field(
+        default=None,
+        description="When the placement ended: the host's exit (the node agent's report, not when the "
+        "scheduler read it), or the scheduler's own decision for a cancel or a preemption; charges stop "
+        "here. None for outcome migrated (the move ends when the workload runs on its new placement: that "
+        "WorkloadRunningV1's started_at) and from a scheduler before this field (the envelope time then).",
+    )
 
 
 class WorkloadPreemptionScheduledV1(_WorkloadEvent):

@@ -45,7 +45,11 @@ TOPIC_ROLES: dict[str, tuple[str, str, str]] = {
     PLATFORM: ("scheduler (tenant admin API)", "every service (local auth tables)", "tenant id"),
     INVENTORY: ("inventory", "scheduler", "GPU uuid or node"),
     SCHEDULER: ("scheduler", "inventory, telemetry agent, billing, recovery", "workload id"),
-    NODE_AGENT: ("telemetry node agent", "inventory, scheduler, recovery", "node or workload id"),
+    NODE_AGENT: (
+        "telemetry node agent (its reports); telemetry and recovery (commands to it)",
+        "inventory, scheduler, billing, recovery, telemetry node agent",
+        "node or workload id",
+    ),
     TELEMETRY_SAMPLES: ("telemetry node agent, telemetry", "telemetry, alerting, billing, recovery", "node"),
     TELEMETRY_FAULTS: ("telemetry node agent, telemetry", "alerting, recovery", "GPU uuid or node"),
     ALERTING: ("alerting", "recovery", "alert fingerprint"),

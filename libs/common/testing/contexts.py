@@ -12,11 +12,12 @@ from libs.common.events import Event, envelop
 __all__ = ["handler_context"]
 
 D = TypeVar("D")
+U = TypeVar("U", bound=UnitOfWork)
 
 
 def handler_context(
-    event: Event, *, uow: UnitOfWork, deps: D, time: datetime | None = None, source: str = "test"
-) -> HandlerContext[D]:
+    event: Event, *, uow: U, deps: D, time: datetime | None = None, source: str = "test"
+) -> HandlerContext[D, U]:
     """The context the consumer runner would pass for ``event``, delivered at ``time`` (default: now)."""
     envelope = envelop(event, source=f"/gpucloud/{source}", time=time)
     return HandlerContext(envelope=envelope, uow=uow, deps=deps)

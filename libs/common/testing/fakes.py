@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from libs.common.events import Event
 
@@ -13,13 +14,19 @@ __all__ = ["FakeUnitOfWork"]
 
 
 class FakeUnitOfWork:
-    """Collects emitted events; they become ``committed`` only if ``commit`` ran inside the block."""
+    """Collects emitted events; they become ``committed`` only if ``commit`` ran inside the block.
 
-    def __init__(self, conn: Any = None) -> None:
+    A service's fake unit of work carries its fake stores and names them in ``tracked``: what a block
+    changed in them is undone when it ends without ``commit``, as the real transaction's rollback would.
+    """
+
+    def __init__(self, conn: Any = None, *, tracked: Sequence[object] = ()) -> None:
         self._conn = conn
         self._pending: list[tuple[Event, str | None]] = []
         self.committed: list[tuple[Event, str | None]] = []
         self._open = False
+        self._tracked = tuple(tracked)
+        self._snapshots: list[dict[str, Any]] = []
 
     @property
     def conn(self) -> Any:
@@ -27,14 +34,19 @@ class FakeUnitOfWork:
             raise RuntimeError("FakeUnitOfWork has no connection; handlers with SQL need the real one")
         return self._conn
 
-    async def __aenter__(self) -> FakeUnitOfWork:
+    async def __aenter__(self) -> Self:
         self._open = True
         self._pending = []
+        self._snapshots = [copy.deepcopy(vars(store)) for store in self._tracked]
         return self
 
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
+        for store, before in zip(self._tracked, self._snapshots, strict=False):
+            vars(store).clear()
+            vars(store).update(before)
+        self._snapshots = []
         self._pending = []
         self._open = False
 
@@ -53,6 +65,7 @@ class FakeUnitOfWork:
             raise RuntimeError("nothing to commit")
         self.committed.extend(self._pending)
         self._pending = []
+        self._snapshots = []  # committed: nothing left to undo
 
     @property
     def events(self) -> list[Event]:

@@ -46,12 +46,19 @@ _PRELUDE = """\
 from dataclasses import dataclass
 
 from libs.common.bus.handlers import HandlerContext, Handlers
+from libs.common.db.uow import PostgresUnitOfWork
 from libs.common.events.platform import ApiKeyRevokedV1, TenantCreatedV1
 
 
 @dataclass(frozen=True)
 class Deps:
     name: str
+
+
+class StoresUow(PostgresUnitOfWork):
+    @property
+    def names(self) -> list[str]:
+        return []
 
 
 class OtherDeps:
@@ -66,6 +73,12 @@ async def on_plain_tenant_created(event: TenantCreatedV1, ctx: HandlerContext) -
     print(event.tenant_id, ctx.envelope.id)
 
 
+async def on_tenant_created_with_stores(
+    event: TenantCreatedV1, ctx: HandlerContext[Deps, StoresUow]
+) -> None:
+    print(event.tenant_id, ctx.uow.names)
+
+
 """
 #: One registration per module: the name says whether mypy must accept it.
 _CASES = {
@@ -74,11 +87,13 @@ _CASES = {
     "wrong_event": "Handlers(Deps(name='x')).on(ApiKeyRevokedV1, on_tenant_created)",
     "wrong_deps": "Handlers(OtherDeps()).on(TenantCreatedV1, on_tenant_created)",
     "deps_for_a_handler_without": "Handlers(Deps(name='x')).on(TenantCreatedV1, on_plain_tenant_created)",
+    "right_uow": "Handlers(Deps(name='x'), uow=StoresUow).on(TenantCreatedV1, on_tenant_created_with_stores)",
+    "uow_not_opened": "Handlers(Deps(name='x')).on(TenantCreatedV1, on_tenant_created_with_stores)",
 }
 
 
 @pytest.mark.slow
-def test_mypy_rejects_a_handler_registered_for_another_event_type_or_other_deps(
+def test_mypy_rejects_a_handler_registered_for_another_event_type_other_deps_or_another_uow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name, registration in _CASES.items():
@@ -102,4 +117,5 @@ def test_mypy_rejects_a_handler_registered_for_another_event_type_or_other_deps(
         "wrong_event",
         "wrong_deps",
         "deps_for_a_handler_without",
+        "uow_not_opened",
     }, report

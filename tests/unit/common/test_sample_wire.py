@@ -82,11 +82,13 @@ def test_decoding_keeps_each_samples_text_where_the_layout_is_ours() -> None:
         _batch_bytes(SAMPLES, **COMPACT)[:-1] + b',"zz":{"samples":[{"gpu":"GPU-X"}]}}',
     ],
 )
-def test_decoding_other_layouts_gives_the_same_samples(raw: bytes) -> None:
+def test_decoding_other_layouts_gives_the_same_samples_and_keeps_no_texts(raw: bytes) -> None:
     batch = decode_sample_batch(raw)
     assert batch is not None
     assert batch.samples == SAMPLES
-    assert batch.texts is None or [json.loads(t) for t in batch.texts] == SAMPLES
+    # Not our layout, so the texts are not cut out of it (nor out of the array that is not data.samples):
+    # the ingest serialises these samples itself.
+    assert batch.texts is None
 
 
 @pytest.mark.parametrize(
