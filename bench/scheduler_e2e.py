@@ -64,7 +64,7 @@ PHASE: dict[str, float] = {}
 SPEC = {
     "kind": "job",
     "image": {"name": "pytorch", "version": "2.3"},
-    "resources": {"kind": "gpu", "model": "A100", "count": 1},
+    "resources": {"kind": "gpu", "model": "A100-80GB", "count": 1},
     "network": {"vpc_id": "vpc-bench", "subnet_id": "subnet-bench", "security_group_id": "sg-bench"},
     "urgency": 0.5,
     "time_limit_s": 600,
@@ -164,7 +164,7 @@ async def register_fleet(bootstrap: str, prefix: str) -> None:
                     gpu_uuid=f"GPU-{n}-{i}",
                     node=f"node-{n}",
                     index=i,
-                    model="A100",
+                    model="A100-80GB",
                     memory_bytes=80 * 1024**3,
                     units=Decimal(8),
                 )
@@ -219,6 +219,8 @@ def start_service(env: BenchEnv, bootstrap: str, port: int) -> subprocess.Popen[
         "DATABASE_URL": env.database_url, "DB_SCHEMA": env.schema("scheduler"), "REDIS_URL": env.redis_url,
         "REDIS_PREFIX": f"bench{env.token}:", "SCHEDULER_HTTP_PORT": str(port), "LOG_LEVEL": "WARNING",
         "LOG_JSON": "false", "DB_POOL_MAX": "20", "KAFKA_PARTITIONS": str(PARTITIONS),
+        # One tenant submits the whole offered load: its write limit is raised past it, still checked.
+        "RATE_LIMIT_WRITE_PER_S": str(10 * RATE_PER_S), "RATE_LIMIT_WRITE_BURST": str(10 * RATE_PER_S),
     }  # fmt: skip
     return subprocess.Popen([sys.executable, "-m", "services.scheduler"], env={**os.environ, **values})
 

@@ -8,7 +8,7 @@ from libs.common.db import service_migrations
 from libs.common.events import topics
 from libs.common.http import create_service_app
 from libs.common.runtime import ConsumerSpec, ServiceRuntime
-from services.scheduler.adapters.catalog_loader import load_default_catalog
+from services.scheduler.adapters.catalog_loader import load_default_catalog, load_gpu_models
 from services.scheduler.adapters.quota_store import QuotaStore
 from services.scheduler.api import admin, advice, drafts, tenants, workloads
 from services.scheduler.service.context import SchedulerContext
@@ -27,7 +27,11 @@ def create_app(settings: SchedulerSettings | None = None, *, quotas: QuotaStore 
     settings = settings or SchedulerSettings()
     runtime = ServiceRuntime(settings=settings, migrations=service_migrations("scheduler"))
     ctx = SchedulerContext(
-        settings=settings, runtime=runtime, catalog=load_default_catalog(), quota_override=quotas
+        settings=settings,
+        runtime=runtime,
+        catalog=load_default_catalog(),
+        models=load_gpu_models(),
+        quota_override=quotas,
     )
     deps = SchedulerDeps(half_life=ctx.half_life)
     runtime.consumers = [ConsumerSpec("main", _CONSUMED, handlers(deps))]

@@ -6,9 +6,11 @@ from importlib import resources
 
 import yaml
 
+from libs.common.gpu_models import model_names
 from services.scheduler.domain.catalog import CatalogImage, ImageCatalog
+from services.scheduler.domain.gpu_models import GpuModels
 
-__all__ = ["load_default_catalog", "parse_catalog"]
+__all__ = ["load_default_catalog", "load_gpu_models", "parse_catalog"]
 
 
 def parse_catalog(text: str) -> ImageCatalog:
@@ -22,3 +24,8 @@ def load_default_catalog() -> ImageCatalog:
     """Read the packaged images.yaml; called by the composition root, never at import time."""
     text = resources.files("services.scheduler.adapters").joinpath("images.yaml").read_text(encoding="utf-8")
     return parse_catalog(text)
+
+
+def load_gpu_models() -> GpuModels:
+    """The platform's GPU model names and aliases (libs/common/gpu_catalog.yaml)."""
+    return GpuModels(names=model_names())

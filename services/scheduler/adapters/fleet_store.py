@@ -8,7 +8,16 @@ from typing import Any
 
 import asyncpg
 
-__all__ = ["FleetStore"]
+from services.scheduler.adapters.postgres import NOTIFY_WAKE, WAKE_CHANNEL
+from services.scheduler.domain.stored import (
+    FairShareInputs,
+    PolicySnapshot,
+    StoredGpu,
+    StoredQuota,
+    columns_of,
+)
+
+__all__ = ["FleetStore", "fair_share_of", "stored_quota"]
 
 UPSERT_GPU = """
 INSERT INTO gpus (gpu_uuid, node, model, memory_bytes, units, health, labels, mig_enabled, time_slice_ratio,
@@ -24,7 +33,7 @@ WHERE gpu_uuid = $1
 SET_HEALTH = "UPDATE gpus SET health = $2, updated_at = now() WHERE gpu_uuid = $1"
 #: Taken first in a GPU-changing transaction (so two never wait on each other in opposite order).
 BUMP_FLEET = "UPDATE fleet_version SET version = version + 1"
-ALL_GPUS = "SELECT * FROM gpus ORDER BY node, gpu_uuid"
+ALL_GPUS = f"SELECT {columns_of(StoredGpu)} FROM gpus ORDER BY node, gpu_uuid"
 #: The fair-share inputs as one row of arrays (what ``pass_inputs.book_from_row`` reads): select
 #: FAIR_SHARE_COLUMNS from FAIR_SHARE_SOURCES, beside whatever else a statement needs.
 FAIR_SHARE_COLUMNS = (
@@ -52,13 +61,14 @@ UPSERT_QUOTA = """
 INSERT INTO tenant_quotas (tenant_id, gpus, units_milli, workloads) VALUES ($1, $2, $3, $4)
 ON CONFLICT (tenant_id) DO UPDATE SET gpus = $2, units_milli = $3, workloads = $4, updated_at = now()
 """
-ALL_QUOTAS = "SELECT * FROM tenant_quotas"
-GET_QUOTA = "SELECT * FROM tenant_quotas WHERE tenant_id = $1"
+ALL_QUOTAS = f"SELECT {columns_of(StoredQuota)} FROM tenant_quotas"
+GET_QUOTA = f"SELECT {columns_of(StoredQuota)} FROM tenant_quotas WHERE tenant_id = $1"
 SET_USAGE = """
 INSERT INTO tenant_usage (tenant_id, decayed_unit_hours, as_of) VALUES ($1, $2, $3)
 ON CONFLICT (tenant_id) DO UPDATE SET decayed_unit_hours = $2, as_of = $3
 """
 TENANT_EXISTS = "SELECT 1 FROM tenants WHERE tenant_id = $1"
+FLEET_MODELS = "SELECT DISTINCT model FROM gpus"
 ADD_STOP = """
 INSERT INTO budget_stops (tenant_id, project, month, reason) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
 """
@@ -99,15 +109,21 @@ class FleetStore:
         await self.conn.execute(BUMP_FLEET)
         await self.conn.execute(SET_HEALTH, gpu_uuid, health)
 
-    async def pass_policy(self) -> asyncpg.Record:
+    async def wake_placer(self) -> None:
+        """Wake the active placer for the fleet's change (delivered at commit)."""
+        await self.conn.execute(NOTIFY_WAKE, WAKE_CHANNEL)
+
+    async def pass_policy(self) -> PolicySnapshot:
         """In one round trip: the fleet version, fair-share inputs and every tenant's quota."""
         row = await self.conn.fetchrow(POLICY_SNAPSHOT)
         assert row is not None  # aggregates without GROUP BY always answer one row
-        return row
+        columns = ("quota_tenants", "quota_gpus", "quota_units", "quota_workloads")
+        quotas = tuple(StoredQuota(*q) for q in zip(*(row[c] or () for c in columns), strict=True))
+        return PolicySnapshot(version=int(row["version"]), fair_share=fair_share_of(row), quotas=quotas)
 
-    async def gpus(self) -> list[asyncpg.Record]:
+    async def gpus(self) -> list[StoredGpu]:
         """Every GPU known."""
-        return list(await self.conn.fetch(ALL_GPUS))
+        return [StoredGpu(*r) for r in await self.conn.fetch(ALL_GPUS)]
 
     async def set_shares(self, tenant: str, *, shares: float) -> None:
         """Set a tenant's fair-share entitlement weight."""
@@ -119,17 +135,22 @@ class FleetStore:
         """Set a tenant's limits (None = unlimited)."""
         await self.conn.execute(UPSERT_QUOTA, tenant, gpus, units_milli, workloads)
 
-    async def quotas(self) -> list[asyncpg.Record]:
+    async def quotas(self) -> list[StoredQuota]:
         """Every tenant's limits."""
-        return list(await self.conn.fetch(ALL_QUOTAS))
+        return [StoredQuota(*r) for r in await self.conn.fetch(ALL_QUOTAS)]
 
-    async def quota(self, tenant: str) -> asyncpg.Record | None:
+    async def quota(self, tenant: str) -> StoredQuota | None:
         """One tenant's limits."""
-        return await self.conn.fetchrow(GET_QUOTA, tenant)
+        found = await self.conn.fetchrow(GET_QUOTA, tenant)
+        return None if found is None else StoredQuota(*found)
 
     async def set_usage(self, tenant: str, *, value: float, as_of: datetime) -> None:
         """Replace a tenant's decayed usage."""
         await self.conn.execute(SET_USAGE, tenant, value, as_of)
+
+    async def models(self) -> set[str]:
+        """The models of every GPU known."""
+        return {r["model"] for r in await self.conn.fetch(FLEET_MODELS)}
 
     async def tenant_exists(self, tenant: str) -> bool:
         """Whether the tenant was created."""
@@ -138,6 +159,23 @@ class FleetStore:
     async def add_stop(self, *, tenant: str, project: str, month: str, reason: str) -> None:
         """Refuse new work for a project this month."""
         await self.conn.execute(ADD_STOP, tenant, project, month, reason)
+
+
+def fair_share_of(row: asyncpg.Record) -> FairShareInputs:
+    """The fair-share inputs of a row that selected FAIR_SHARE_COLUMNS."""
+    usage = zip(row["usage_tenants"] or (), row["usage_values"] or (), row["usage_as_of"] or (), strict=True)
+    shares = zip(row["share_tenants"] or (), row["share_values"] or (), strict=True)
+    return FairShareInputs(
+        capacity=row["capacity"],
+        usage=tuple((t, float(v), at) for t, v, at in usage),
+        shares=tuple((t, float(v)) for t, v in shares),
+        tenant_ids=frozenset(row["tenant_ids"] or ()),
+    )
+
+
+def stored_quota(row: asyncpg.Record) -> StoredQuota:
+    """The quota of a row that selected tenant_id, gpus, units_milli and workloads."""
+    return StoredQuota(row["tenant_id"], row["gpus"], row["units_milli"], row["workloads"])
 
 
 def units_of(value: Decimal | float) -> float:

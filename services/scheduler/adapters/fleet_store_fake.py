@@ -26,6 +26,10 @@ class FakeFleetStore:
         self.gpus: dict[str, dict[str, Any]] = {}
         self.usage: dict[str, tuple[float, datetime]] = {}
         self.stops: list[Stop] = []
+        #: Wake-ups of the placer delivered: one per committed unit of work that asked (as Postgres folds
+        #: a transaction's identical NOTIFYs into one), counted by FakeSchedulerUnitOfWork's commit.
+        self.wakes = 0
+        self.wake_pending = False
 
     async def upsert_gpu(self, *, row: dict[str, Any]) -> None:
         """Record a GPU's static facts, health and partitions."""
@@ -42,6 +46,10 @@ class FakeFleetStore:
         """Record a known GPU's health."""
         if gpu_uuid in self.gpus:
             self.gpus[gpu_uuid]["health"] = health
+
+    async def wake_placer(self) -> None:
+        """Wake the placer when the unit of work commits."""
+        self.wake_pending = True
 
     async def set_usage(self, tenant: str, *, value: float, as_of: datetime) -> None:
         """Replace a tenant's decayed usage."""

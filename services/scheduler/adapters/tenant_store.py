@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncpg
+
 from libs.common.auth.replication import store_key, store_tenant
 from libs.common.events.platform import ApiKeyIssuedV1, TenantCreatedV1
-from services.scheduler.adapters.postgres import Conn, Record
+from services.scheduler.adapters.postgres import Conn
 from services.scheduler.domain.tenants import Tenant
 
 __all__ = ["TenantStore"]
@@ -17,7 +19,7 @@ _REVOKE = (
 )
 
 
-def _tenant(row: Record) -> Tenant:
+def _tenant(row: asyncpg.Record) -> Tenant:
     return Tenant(tenant_id=row["tenant_id"], name=row["name"], created_at=row["created_at"])
 
 

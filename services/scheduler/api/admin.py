@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Request
 
 from libs.common.auth import Admin
-from libs.common.http.errors import NotFound
+from libs.common.http.errors import NotFound, error_responses
 from services.scheduler.adapters.fleet_store import FleetStore
 from services.scheduler.adapters.workload_store import WorkloadStore
 from services.scheduler.api.access import ctx_of
@@ -27,8 +27,8 @@ async def all_queues(request: Request, _: Admin) -> dict[str, object]:
     rows = await WorkloadStore(ctx.runtime.pool).queue(tenant=None)
     by_tenant: dict[str, list[QueueEntryOut]] = {}
     for r in rows:
-        entry = QueueEntryOut.model_validate({k: r[k] for k in QueueEntryOut.model_fields})
-        by_tenant.setdefault(r["tenant_id"], []).append(entry)
+        entry = QueueEntryOut.model_validate(r, from_attributes=True)
+        by_tenant.setdefault(r.tenant_id, []).append(entry)
     return {"placer_here": ctx.is_leader, "waiting": len(rows), "tenants": by_tenant}
 
 
@@ -53,20 +53,20 @@ async def _share(request: Request, tenant_id: str) -> ShareOut:
     )
 
 
-@router.get("/tenants/{tenant_id}/share")
+@router.get("/tenants/{tenant_id}/share", responses=error_responses(404))
 async def get_share(tenant_id: str, request: Request, _: Admin) -> ShareOut:
     await _require_tenant(FleetStore(ctx_of(request).runtime.pool), tenant_id)
     return await _share(request, tenant_id)
 
 
-@router.put("/tenants/{tenant_id}/share")
+@router.put("/tenants/{tenant_id}/share", responses=error_responses(404))
 async def put_share(tenant_id: str, body: ShareIn, request: Request, _: Admin) -> ShareOut:
     ctx = ctx_of(request)
-    async with ctx.runtime.uow() as uow:
-        fleet = FleetStore(uow.conn)
+    async with ctx.uow() as uow:
+        fleet = uow.fleet
         await _require_tenant(fleet, tenant_id)
         await fleet.set_shares(tenant_id, shares=body.shares)
-        await WorkloadStore(uow.conn).wake_placer()
+        await uow.workloads.wake_placer()
         await uow.commit()
     return await _share(request, tenant_id)
 
@@ -84,21 +84,21 @@ async def _quota(request: Request, tenant_id: str) -> QuotaOut:
     )
 
 
-@router.get("/tenants/{tenant_id}/quota")
+@router.get("/tenants/{tenant_id}/quota", responses=error_responses(404))
 async def get_quota(tenant_id: str, request: Request, _: Admin) -> QuotaOut:
     await _require_tenant(FleetStore(ctx_of(request).runtime.pool), tenant_id)
     return await _quota(request, tenant_id)
 
 
-@router.put("/tenants/{tenant_id}/quota")
+@router.put("/tenants/{tenant_id}/quota", responses=error_responses(404))
 async def put_quota(tenant_id: str, body: QuotaIn, request: Request, _: Admin) -> QuotaOut:
     ctx = ctx_of(request)
     units = to_milli(body.units) if body.units is not None else None
-    async with ctx.runtime.uow() as uow:
-        fleet = FleetStore(uow.conn)
+    async with ctx.uow() as uow:
+        fleet = uow.fleet
         await _require_tenant(fleet, tenant_id)
         await fleet.set_quota(tenant_id, gpus=body.gpus, units_milli=units, workloads=body.workloads)
-        await WorkloadStore(uow.conn).wake_placer()
+        await uow.workloads.wake_placer()
         await uow.commit()
     # Postgres is the record; Redis follows (and a rebuild would restore it from Postgres anyway).
     await ctx.quotas.set_limits(

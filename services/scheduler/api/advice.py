@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 
 from libs.common.auth import Caller, tenant_filter
-from libs.common.http.errors import Unprocessable
+from libs.common.http.errors import Unprocessable, error_responses
 from services.scheduler.adapters.fleet_store import FleetStore
 from services.scheduler.adapters.workload_store import WorkloadStore
 from services.scheduler.api.access import ctx_of
@@ -23,23 +23,23 @@ _GIB = 1024**3
 async def _fleet(ctx: SchedulerContext) -> dict[str, ModelFacts]:
     facts: dict[str, ModelFacts] = {}
     for r in await FleetStore(ctx.runtime.pool).gpus():
-        old = facts.get(r["model"])
-        healthy = (old.healthy if old else 0) + (r["health"] == "healthy")
-        mem = max(round(int(r["memory_bytes"]) / _GIB), old.memory_gb if old else 0)
-        facts[r["model"]] = ModelFacts(r["model"], mem, float(r["units"]), healthy)
+        old = facts.get(r.model)
+        healthy = (old.healthy if old else 0) + (r.health == "healthy")
+        mem = max(round(int(r.memory_bytes) / _GIB), old.memory_gb if old else 0)
+        facts[r.model] = ModelFacts(r.model, mem, float(r.units), healthy)
     return facts
 
 
 async def _history(ctx: SchedulerContext, tenant: str) -> list[HistoryJob]:
     jobs = []
     for r in await WorkloadStore(ctx.runtime.pool).history(tenant):
-        image = ctx.catalog.images.get(r["spec"]["image"]["name"])
+        image = ctx.catalog.images.get(r.spec["image"]["name"])
         jobs.append(
             HistoryJob(
-                model=(r["models"] or ["?"])[0],
-                gpus=max(int(r["gpus"]), 1),
+                model=(r.models or ["?"])[0],
+                gpus=max(int(r.gpus), 1),
                 framework=image.framework if image else "?",
-                duration_s=(r["ended_at"] - r["started_at"]).total_seconds(),
+                duration_s=(r.ended_at - r.started_at).total_seconds(),
             )
         )
     return jobs
@@ -54,7 +54,7 @@ def _framework(ctx: SchedulerContext, name: str | None) -> str | None:
     raise Unprocessable(f"unknown framework {name!r}", field="framework")
 
 
-@router.get("/v1/recommendations/gpu")
+@router.get("/v1/recommendations/gpu", responses=error_responses(403))
 async def recommend_gpu(
     request: Request,
     caller: Caller,
@@ -90,7 +90,7 @@ async def recommend_gpu(
     }
 
 
-@router.get("/v1/predictions/duration")
+@router.get("/v1/predictions/duration", responses=error_responses(403))
 async def predict_duration(
     request: Request,
     caller: Caller,

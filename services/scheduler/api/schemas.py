@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from services.scheduler.domain.creation import CreationOptions, ImageStep, NetworkStep
+from services.scheduler.domain.model import ResourceRequest
+from services.scheduler.domain.stored import StoredWorkload
+
 __all__ = [
+    "DRAFT_STEP_DOC",
+    "DraftIn",
     "DraftOut",
+    "DraftStepIn",
     "PriorityOut",
     "QueueEntryOut",
     "QuotaIn",
@@ -42,9 +48,9 @@ class WorkloadOut(BaseModel):
     reason: str
 
     @classmethod
-    def of(cls, row: Mapping[str, Any]) -> WorkloadOut:
-        """From a workloads row."""
-        return cls.model_validate({k: row[k] for k in cls.model_fields})
+    def of(cls, stored: StoredWorkload) -> WorkloadOut:
+        """From a stored workload."""
+        return cls.model_validate(stored, from_attributes=True)
 
 
 class QueueEntryOut(BaseModel):
@@ -114,6 +120,23 @@ class QuotaOut(BaseModel):
     tenant_id: str
     limits: QuotaIn
     usage: dict[str, float]
+
+
+class DraftIn(BaseModel):
+    """Opens a draft: the request's options now (validated as a submission would be), its steps later."""
+
+    model_config = ConfigDict(extra="forbid")
+    options: CreationOptions = Field(
+        default_factory=CreationOptions, description="kind, urgency, tags, preemptible, time_limit_s, ..."
+    )
+
+
+#: The body of a draft step, as documented (the route validates it against the step's own model).
+DraftStepIn = ImageStep | ResourceRequest | NetworkStep
+DRAFT_STEP_DOC = (
+    "The step's model: image takes an ImageStep, resources a GPU, MIG or units request (by its kind), "
+    "network a NetworkStep."
+)
 
 
 class DraftOut(BaseModel):

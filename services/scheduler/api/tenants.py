@@ -9,7 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from libs.common.auth.keys import valid_tenant_id
 from libs.common.auth.principal import Admin
+from libs.common.http.errors import error_responses
 from services.scheduler.adapters.tenant_store import TenantStore
+from services.scheduler.api.access import ctx_of
 from services.scheduler.domain.tenants import IssuedKey, Tenant
 from services.scheduler.service import tenants
 
@@ -66,9 +68,9 @@ def _key_out(key: IssuedKey) -> IssuedKeyOut:
     return IssuedKeyOut(key_id=key.key_id, tenant_id=key.tenant_id, role=key.role, api_key=key.api_key)
 
 
-@router.post("/tenants", status_code=status.HTTP_201_CREATED)
+@router.post("/tenants", status_code=status.HTTP_201_CREATED, responses=error_responses(409))
 async def create_tenant(body: TenantCreate, request: Request, _: Admin) -> TenantCreated:
-    async with request.app.state.runtime.uow() as uow:
+    async with ctx_of(request).uow() as uow:
         tenant, key = await tenants.create_tenant(uow, tenant_id=body.tenant_id, name=body.name)
     return TenantCreated(tenant=_tenant_out(tenant), key=_key_out(key))
 
@@ -78,14 +80,14 @@ async def list_tenants(request: Request, _: Admin) -> list[TenantOut]:
     return [_tenant_out(t) for t in await TenantStore(request.app.state.runtime.pool).all()]
 
 
-@router.post("/tenants/{tenant_id}/keys", status_code=status.HTTP_201_CREATED)
+@router.post("/tenants/{tenant_id}/keys", status_code=status.HTTP_201_CREATED, responses=error_responses(404))
 async def issue_tenant_key(tenant_id: str, request: Request, _: Admin) -> IssuedKeyOut:
-    async with request.app.state.runtime.uow() as uow:
+    async with ctx_of(request).uow() as uow:
         return _key_out(await tenants.issue_tenant_key(uow, tenant_id=tenant_id))
 
 
-@router.delete("/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(404))
 async def revoke_key(key_id: str, request: Request, _: Admin) -> None:
-    async with request.app.state.runtime.uow() as uow:
+    async with ctx_of(request).uow() as uow:
         await tenants.revoke_key(uow, key_id=key_id)
     request.app.state.runtime.key_cache.evict_key(key_id)

@@ -8,12 +8,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query, Request, status
 
 from libs.common.auth import Caller, tenant_filter
-from libs.common.http.errors import NotFound, Unprocessable
+from libs.common.http.app import DocumentedBody
+from libs.common.http.errors import NotFound, Unprocessable, error_responses
 from services.scheduler.adapters.workload_store import WorkloadStore
 from services.scheduler.api.access import ctx_of, submitting_tenant
 from services.scheduler.api.errors import unprocessable
 from services.scheduler.api.schemas import PriorityOut, QueueEntryOut, WorkloadOut
-from services.scheduler.domain.creation import parse_spec
+from services.scheduler.domain.creation import CreationSpec, parse_spec
 from services.scheduler.domain.errors import ValidationError
 from services.scheduler.service.cancellation import cancel
 from services.scheduler.service.context import SchedulerContext
@@ -26,20 +27,23 @@ router = APIRouter(tags=["workloads"])
 _STATES = ("queued", "migrating", "placed", "running", "completed", "failed", "cancelled", "preempted")
 
 
-@router.post("/v1/workloads", status_code=status.HTTP_201_CREATED)
+@router.post("/v1/workloads", status_code=status.HTTP_201_CREATED, responses=error_responses(403, 409, 429))
 async def create_workload(
-    request: Request, caller: Caller, body: Annotated[dict[str, Any], Body()], tenant_id: str | None = None
+    request: Request,
+    caller: Caller,
+    body: Annotated[dict[str, Any], Body(), DocumentedBody(CreationSpec)],
+    tenant_id: str | None = None,
 ) -> WorkloadOut:
     ctx = ctx_of(request)
     tenant = submitting_tenant(caller, tenant_id)
     try:
-        spec = parse_spec(body, catalog=ctx.catalog)
+        created = await submit(ctx, tenant=tenant, spec=parse_spec(body, catalog=ctx.catalog))
     except ValidationError as exc:
         raise unprocessable(exc) from None
-    return WorkloadOut.of(await submit(ctx, tenant=tenant, spec=spec))
+    return WorkloadOut.of(created)
 
 
-@router.get("/v1/workloads")
+@router.get("/v1/workloads", responses=error_responses(403))
 async def list_workloads(
     request: Request,
     caller: Caller,
@@ -62,34 +66,34 @@ async def _get(ctx: SchedulerContext, workload_id: str, tenant: str | None) -> W
     return WorkloadOut.of(row)
 
 
-@router.get("/v1/workloads/{workload_id}")
+@router.get("/v1/workloads/{workload_id}", responses=error_responses(404))
 async def get_workload(workload_id: str, request: Request, caller: Caller) -> WorkloadOut:
     return await _get(ctx_of(request), workload_id, tenant_filter(caller))
 
 
-@router.post("/v1/workloads/{workload_id}/cancel")
+@router.post("/v1/workloads/{workload_id}/cancel", responses=error_responses(404, 409))
 async def cancel_workload(workload_id: str, request: Request, caller: Caller) -> WorkloadOut:
     ctx, tenant, now = ctx_of(request), tenant_filter(caller), datetime.now(UTC)
-    await cancel(ctx, workload_id, tenant=tenant, now=now)
+    await cancel(ctx.uow(), workload_id, tenant=tenant, now=now)
     return await _get(ctx, workload_id, tenant)
 
 
-@router.get("/v1/queue")
+@router.get("/v1/queue", responses=error_responses(403))
 async def queue(request: Request, caller: Caller, tenant_id: str | None = None) -> list[QueueEntryOut]:
     rows = await WorkloadStore(ctx_of(request).runtime.pool).queue(tenant=tenant_filter(caller, tenant_id))
-    return [QueueEntryOut.model_validate({k: r[k] for k in QueueEntryOut.model_fields}) for r in rows]
+    return [QueueEntryOut.model_validate(r, from_attributes=True) for r in rows]
 
 
-@router.get("/v1/workloads/{workload_id}/priority")
+@router.get("/v1/workloads/{workload_id}/priority", responses=error_responses(404))
 async def explain_priority(workload_id: str, request: Request, caller: Caller) -> PriorityOut:
     ctx = ctx_of(request)
     row = await WorkloadStore(ctx.runtime.pool).workload(workload_id, tenant=tenant_filter(caller))
     if row is None:
         raise NotFound(f"no workload {workload_id!r}", field="workload_id")
     book = await load_book(ctx.runtime.pool, ctx, now=datetime.now(UTC))
-    e = book.explain(tenant=row["tenant_id"], urgency=row["urgency"])
-    pinned = row["pinned_priority"] is not None
-    prio = float(row["pinned_priority"]) if pinned else e.priority
+    e = book.explain(tenant=row.tenant_id, urgency=row.urgency)
+    pinned = row.pinned_priority is not None
+    prio = float(row.pinned_priority) if row.pinned_priority is not None else e.priority
     text = (
         f"0.6 * urgency {e.urgency:.3f} = {e.urgency_term:.3f}; fair share = used {e.decayed_usage:.2f} / "
         f"entitled {e.entitlement:.2f} unit-hours = {e.fair_share:.3f}, so 0.4 * (1 - {e.fair_share:.3f}) = "
@@ -102,7 +106,7 @@ async def explain_priority(workload_id: str, request: Request, caller: Caller) -
         urgency_term=e.urgency_term,
         decayed_usage_unit_hours=e.decayed_usage,
         entitlement_unit_hours=e.entitlement,
-        shares=book.shares_of(row["tenant_id"]),
+        shares=book.shares_of(row.tenant_id),
         total_shares=book.total_shares(),
         fair_share=e.fair_share,
         fair_share_term=e.fair_share_term,

@@ -44,13 +44,15 @@ class SlotKind(StrEnum):
 
 
 class SlotType(NamedTuple):
-    """Interchangeable slots: same kind, model, memory, MIG profile and unit value."""
+    """Interchangeable slots: same kind, model, memory, MIG profile, unit value and time-slice ratio."""
 
     kind: SlotKind
     model: str
     memory_gb: int
     profile: str
     units: float
+    #: How many shares the GPU is sliced into (a share slot); 1 for a whole GPU or a MIG slice.
+    ratio: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +150,7 @@ def slots_of(gpu: GpuView) -> Iterator[tuple[SlotType, Grant]]:
             )
     elif mode is GpuMode.TIMESLICE:
         units = gpu.units / gpu.timeslice_ratio
-        stype = SlotType(SlotKind.SHARE, gpu.model, gpu.memory_gb, "", units)
+        stype = SlotType(SlotKind.SHARE, gpu.model, gpu.memory_gb, "", units, gpu.timeslice_ratio)
         for i in range(gpu.timeslice_ratio):
             yield stype, Grant(gpu.uuid, gpu.node, share_slot(i), units, SlotKind.SHARE)
     else:

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from services.scheduler.domain.catalog import ImageCatalog
 from services.scheduler.domain.errors import ValidationError
 from services.scheduler.domain.model import GangPolicy, ResourceRequest, Workload, WorkloadKind
 
 __all__ = [
+    "MAX_CONSTRAINTS",
+    "MAX_NAME_CHARS",
+    "MAX_TAGS",
+    "MAX_TAG_KEY_CHARS",
+    "MAX_TAG_VALUE_CHARS",
+    "PROJECT_NAME_PATTERN",
+    "PROJECT_NAME_RULE",
     "CreationDraft",
+    "CreationOptions",
     "CreationSpec",
     "ImageStep",
     "NetworkStep",
@@ -29,13 +38,74 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _RESOURCE_TAGS = frozenset({"gpu", "mig", "units"})
 Step = Literal["image", "resources", "network"]
 
+# Bounds on what a tenant writes into a workload: every event about it carries them, so an unbounded tag
+# once made one event larger than the broker takes and stalled every event behind it.
+MAX_TAGS = 64
+MAX_CONSTRAINTS = 32
+MAX_TAG_KEY_CHARS = 63
+MAX_TAG_VALUE_CHARS = 256
+MAX_NAME_CHARS = 128
+#: The project name rule (the same as ``libs.common.http.names``, which the domain may not import).
+PROJECT_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,63}$"
+PROJECT_NAME_RULE = "1-63 characters, each an ASCII letter, a digit, '-', '_' or '.'"
+_PROJECT_NAME = re.compile(PROJECT_NAME_PATTERN)
+_PROJECT_TAG = "project"
+
+
+def _printable(text: str) -> str:
+    if not text.isprintable():
+        raise ValueError("must not hold control or other non-printable characters")
+    return text
+
+
+def _refuse_inside(key: str, value: str, message: str) -> pydantic.ValidationError:
+    """A validator's error located one level down (the tag, the field), so it names ``tags.project``."""
+    error = {"type": "value_error", "loc": (key,), "input": value, "ctx": {"error": ValueError(message)}}
+    return pydantic.ValidationError.from_exception_data(key, [error])  # type: ignore[list-item]
+
+
+def _project_is_a_name(tags: dict[str, str]) -> dict[str, str]:
+    project = tags.get(_PROJECT_TAG)
+    if project is not None and not _PROJECT_NAME.fullmatch(project):
+        raise _refuse_inside(_PROJECT_TAG, project, f"a project name is {PROJECT_NAME_RULE}")
+    return tags
+
+
+def _model_name_is_bounded(resources: ResourceRequest) -> ResourceRequest:
+    model = getattr(resources, "model", None)
+    if isinstance(model, str) and (len(model) > MAX_NAME_CHARS or not model.isprintable()):
+        raise _refuse_inside("model", model, f"at most {MAX_NAME_CHARS} printable characters")
+    return resources
+
+
+TagKey = Annotated[str, Field(min_length=1, max_length=MAX_TAG_KEY_CHARS), AfterValidator(_printable)]
+TagValue = Annotated[str, Field(max_length=MAX_TAG_VALUE_CHARS), AfterValidator(_printable)]
+Tags = Annotated[
+    dict[TagKey, TagValue],
+    Field(
+        max_length=MAX_TAGS,
+        description=f"At most {MAX_TAGS} tags; keys 1-{MAX_TAG_KEY_CHARS} and values up to "
+        f"{MAX_TAG_VALUE_CHARS} printable characters; 'project' is a project name ({PROJECT_NAME_PATTERN}).",
+    ),
+    AfterValidator(_project_is_a_name),
+]
+Constraints = Annotated[
+    dict[TagKey, TagValue],
+    Field(
+        max_length=MAX_CONSTRAINTS,
+        description=f"GPU labels that must match: at most {MAX_CONSTRAINTS}, bounded like tags.",
+    ),
+]
+BoundedResources = Annotated[ResourceRequest, AfterValidator(_model_name_is_bounded)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), AfterValidator(_printable)]
+
 
 class ImageStep(BaseModel):
     """Step 1: an image from the catalog."""
 
     model_config = _FROZEN
-    name: str = Field(min_length=1)
-    version: str = Field(min_length=1)
+    name: Name
+    version: Name
 
 
 class NetworkStep(BaseModel):
@@ -48,20 +118,25 @@ class NetworkStep(BaseModel):
     public_ip: bool = False
 
 
-class CreationSpec(BaseModel):
-    """A complete, validated creation request."""
+class CreationOptions(BaseModel):
+    """What a creation request says besides its three steps; each has a default."""
 
     model_config = _FROZEN
     kind: WorkloadKind = WorkloadKind.INSTANCE
-    image: ImageStep
-    resources: ResourceRequest
-    network: NetworkStep
     urgency: float = Field(default=0.5, ge=0.0, le=1.0)
-    tags: dict[str, str] = Field(default_factory=dict)
+    tags: Tags = Field(default_factory=dict)
     preemptible: bool = False
     time_limit_s: int | None = Field(default=None, ge=60, le=90 * 86400)
     gang: GangPolicy = GangPolicy.SAME_NODE
-    constraints: dict[str, str] = Field(default_factory=dict)
+    constraints: Constraints = Field(default_factory=dict)
+
+
+class CreationSpec(CreationOptions):
+    """A complete, validated creation request."""
+
+    image: ImageStep
+    resources: BoundedResources
+    network: NetworkStep
 
 
 class CreationDraft(BaseModel):
@@ -83,7 +158,9 @@ def _field_path(loc: tuple[int | str, ...]) -> str:
 
 def _first_error(exc: pydantic.ValidationError, *, prefix: tuple[str, ...] = ()) -> ValidationError:
     error = exc.errors()[0]
-    return ValidationError(field=_field_path((*prefix, *error["loc"])), message=error["msg"])
+    unknown = error["type"] == "extra_forbidden"
+    message = f"unknown field {str(error['loc'][-1])!r}" if unknown else error["msg"]
+    return ValidationError(field=_field_path((*prefix, *error["loc"])), message=message)
 
 
 def _check_image(image: ImageStep, *, catalog: ImageCatalog) -> None:
@@ -108,7 +185,7 @@ _STEP_MODELS: Mapping[str, type[BaseModel]] = {"image": ImageStep, "network": Ne
 
 def _parse_step(*, step: Step, payload: Mapping[str, Any]) -> BaseModel:
     if step == "resources":
-        adapter: pydantic.TypeAdapter[BaseModel] = pydantic.TypeAdapter(ResourceRequest)
+        adapter: pydantic.TypeAdapter[BaseModel] = pydantic.TypeAdapter(BoundedResources)
         return adapter.validate_python(payload)
     return _STEP_MODELS[step].model_validate(payload)
 

@@ -1,4 +1,4 @@
-"""Rows to domain objects: the GPU view, stored grants, live allocations, waiting workloads, quota limits."""
+"""Stored records to the placement core's objects: the GPU view, grants, allocations, workloads, limits."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from services.scheduler.domain.cluster import Allocation, GpuView, Grant, MigPar
 from services.scheduler.domain.creation import CreationSpec, to_workload
 from services.scheduler.domain.model import Workload, WorkloadState
 from services.scheduler.domain.quota import QuotaLimits, QuotaUsage, demand_of
+from services.scheduler.domain.stored import StoredGpu, StoredPlacement, StoredQuota, StoredWorkload
 
 __all__ = [
     "allocation_of",
@@ -22,23 +23,23 @@ __all__ = [
 _GIB = 1024**3
 
 
-def gpu_view(row: Mapping[str, Any], *, avoid: frozenset[str] = frozenset()) -> GpuView:
-    """A GPU row as the placement core sees it; GPUs to avoid count as unhealthy."""
+def gpu_view(gpu: StoredGpu, *, avoid: frozenset[str] = frozenset()) -> GpuView:
+    """A GPU as the placement core sees it; GPUs to avoid count as unhealthy."""
     parts = tuple(
         MigPartition(p["partition_id"], p["profile"], float(p["units"]))
-        for p in row["partitions"]
+        for p in gpu.partitions
         if p.get("kind") == "mig" and p.get("profile")
     )
     return GpuView(
-        uuid=row["gpu_uuid"],
-        node=row["node"],
-        model=row["model"],
-        memory_gb=round(int(row["memory_bytes"]) / _GIB),
-        units=float(row["units"]),
-        healthy=row["health"] == "healthy" and row["gpu_uuid"] not in avoid,
-        labels=dict(row["labels"]),
+        uuid=gpu.gpu_uuid,
+        node=gpu.node,
+        model=gpu.model,
+        memory_gb=round(int(gpu.memory_bytes) / _GIB),
+        units=float(gpu.units),
+        healthy=gpu.health == "healthy" and gpu.gpu_uuid not in avoid,
+        labels=dict(gpu.labels),
         partitions=parts,
-        timeslice_ratio=max(int(row["time_slice_ratio"]), 1),
+        timeslice_ratio=max(int(gpu.time_slice_ratio), 1),
     )
 
 
@@ -47,16 +48,16 @@ def grant_of(raw: Mapping[str, Any]) -> Grant:
     return Grant(raw["gpu"], raw["node"], raw["slot"], float(raw["units"]), SlotKind(raw["kind"]))
 
 
-def allocation_of(row: Mapping[str, Any]) -> Allocation:
+def allocation_of(placement: StoredPlacement) -> Allocation:
     """A live placement as the placement core sees it."""
     return Allocation(
-        workload_id=row["workload_id"],
-        tenant=row["tenant_id"],
-        grants=tuple(grant_of(g) for g in row["grants"]),
-        priority=float(row["priority"]),
-        preemptible=bool(row["preemptible"]),
-        ends_at=row["ends_at"],
-        preempt_deadline=row["preempt_deadline"],
+        workload_id=placement.workload_id,
+        tenant=placement.tenant_id,
+        grants=tuple(grant_of(g) for g in placement.grants),
+        priority=float(placement.priority),
+        preemptible=bool(placement.preemptible),
+        ends_at=placement.ends_at,
+        preempt_deadline=placement.preempt_deadline,
     )
 
 
@@ -67,15 +68,15 @@ def demand_of_grants(grants: Iterable[Grant]) -> QuotaUsage:
     return demand_of(gpus=whole, units=sum(g.units for g in held))
 
 
-def workload_of(row: Mapping[str, Any]) -> Workload:
-    """A workload row as the placement core sees it."""
-    spec = CreationSpec.model_validate(row["spec"])
+def workload_of(stored: StoredWorkload) -> Workload:
+    """A stored workload as the placement core sees it."""
+    spec = CreationSpec.model_validate(stored.spec)
     workload = to_workload(
-        spec, workload_id=row["workload_id"], tenant=row["tenant_id"], now=row["submitted_at"]
+        spec, workload_id=stored.workload_id, tenant=stored.tenant_id, now=stored.submitted_at
     )
-    return workload.model_copy(update={"state": WorkloadState(row["state"])})
+    return workload.model_copy(update={"state": WorkloadState(stored.state)})
 
 
-def limits_of(row: Mapping[str, Any]) -> QuotaLimits:
-    """A quota row as limits."""
-    return QuotaLimits(gpus=row["gpus"], units_milli=row["units_milli"], workloads=row["workloads"])
+def limits_of(quota: StoredQuota) -> QuotaLimits:
+    """A stored quota as limits."""
+    return QuotaLimits(gpus=quota.gpus, units_milli=quota.units_milli, workloads=quota.workloads)

@@ -18,6 +18,7 @@ from services.scheduler.domain.decisions import (
 )
 from services.scheduler.domain.fit import Ask, Option, Plan, find_plan, options_for, plan_units, take_plan
 from services.scheduler.domain.index import FreeIndex, SlotKey
+from services.scheduler.domain.model import WorkloadKind
 from services.scheduler.domain.pools import PoolBook
 from services.scheduler.domain.preemption import PreemptionProposal, propose_preemption
 from services.scheduler.domain.quota import QuotaLimits, QuotaUsage, check, demand_of, reserve
@@ -88,9 +89,11 @@ class SchedulePass:
 
     def _ask(self, entry: QueueEntry) -> Ask:
         w = entry.workload
-        options = self._options.get(w.resources)
+        training = w.kind is WorkloadKind.JOB
+        options = self._options.get((w.resources, training))
         if options is None:
-            options = self._options[w.resources] = options_for(w.resources, self._types)
+            options = options_for(w.resources, self._types, training=training)
+            self._options[(w.resources, training)] = options
         return Ask(w.id, entry.priority, options, self._index.signatures(w.constraints), w.gang)
 
     def _decide(self, entry: QueueEntry, ask: Ask) -> None:

@@ -9,7 +9,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from libs.common.db.uow import UnitOfWork, outbox_row
+from libs.common.db.uow import outbox_row
 from libs.common.events.scheduler import (
     AllocationItem,
     WorkloadEndedV1,
@@ -18,15 +18,17 @@ from libs.common.events.scheduler import (
     WorkloadPreemptionScheduledV1,
     WorkloadQueuedV1,
 )
-from services.scheduler.adapters.postgres import PostgresError, Record
+from services.scheduler.adapters.postgres import PostgresError
 from services.scheduler.adapters.workload_store import WorkloadStore
 from services.scheduler.domain.cluster import GpuView, Grant, SlotKind
 from services.scheduler.domain.decisions import Placement
 from services.scheduler.domain.model import Workload, WorkloadState
 from services.scheduler.domain.preemption import PreemptionProposal
 from services.scheduler.domain.rows import demand_of_grants, grant_of
+from services.scheduler.domain.stored import StoredWorkload
 from services.scheduler.service.context import SchedulerContext
 from services.scheduler.service.trace import workload_trace
+from services.scheduler.service.unit_of_work import SchedulerUnitOfWork
 
 __all__ = ["commit_placement", "commit_placements", "commit_preemption", "expire_preemption"]
 
@@ -86,26 +88,26 @@ def _placed_event(p: Placement, w: Workload, *, pid: str, gpus: dict[str, GpuVie
 
 
 async def _leave_old(
-    uow: UnitOfWork, ctx: SchedulerContext, row: Record, *, new_pid: str, now: datetime
+    uow: SchedulerUnitOfWork, ctx: SchedulerContext, row: StoredWorkload, *, new_pid: str, now: datetime
 ) -> str | None:
     """For a migrating workload: end its old placement and give its quota back before reserving anew."""
-    old = row["placement_id"]
-    if row["state"] != "migrating" or old is None:
+    old = row.placement_id
+    if row.state != "migrating" or old is None:
         return None
-    await WorkloadStore(uow.conn).end_placement(old, outcome="migrated", at=now, released=True)
-    await ctx.quotas.release(tenant=row["tenant_id"], placement_id=old)
+    await uow.workloads.end_placement(old, outcome="migrated", at=now, released=True)
+    await ctx.quotas.release(tenant=row.tenant_id, placement_id=old)
     await uow.emit(
         WorkloadMigratingV1(
-            workload_id=row["workload_id"],
-            tenant_id=row["tenant_id"],
+            workload_id=row.workload_id,
+            tenant_id=row.tenant_id,
             from_placement_id=old,
             to_placement_id=new_pid,
             reason="re-placed away from a failed GPU",
         ),
-        tenant=row["tenant_id"],
+        tenant=row.tenant_id,
         time=now,
     )
-    return str(old)
+    return old
 
 
 async def commit_placement(
@@ -114,11 +116,10 @@ async def commit_placement(
     """Place one workload; returns the placement id, or None when it no longer waits or quota refused."""
     pid = f"pl-{uuid.uuid4().hex[:16]}"
     async with ctx.placer_uow() as uow:
-        store = WorkloadStore(uow.conn)
-        row = await store.lock_workload(w.id)
-        if row is None or row["state"] not in ("queued", "migrating"):
+        row = await uow.workloads.lock_workload(w.id)
+        if row is None or row.state not in ("queued", "migrating"):
             return None  # cancelled or placed by someone else since the pass read it
-        with workload_trace(workload_id=w.id, traceparent=row["traceparent"], name="scheduler.place"):
+        with workload_trace(workload_id=w.id, traceparent=row.traceparent, name="scheduler.place"):
             return await _place(ctx, uow, row, p, w, pid=pid, now=now, gpus=gpus)
 
 
@@ -195,8 +196,8 @@ async def _commit_batch(
 
 async def _place(
     ctx: SchedulerContext,
-    uow: UnitOfWork,
-    row: Record,
+    uow: SchedulerUnitOfWork,
+    row: StoredWorkload,
     p: Placement,
     w: Workload,
     *,
@@ -205,7 +206,7 @@ async def _place(
     gpus: dict[str, GpuView],
 ) -> str | None:
     """Inside the placer's unit of work: leave the old placement, reserve quota, record and emit."""
-    demand, store = demand_of_grants(p.grants), WorkloadStore(uow.conn)
+    demand, store = demand_of_grants(p.grants), uow.workloads
     old = await _leave_old(uow, ctx, row, new_pid=pid, now=now)
     exceeded = await ctx.quotas.reserve(tenant=w.tenant, placement_id=pid, demand=demand)
     if exceeded:
@@ -216,8 +217,10 @@ async def _place(
             row=_placement_row(p, w, pid=pid, now=now, gpus=gpus), slots=[g.key for g in p.grants]
         )
         await store.set_state(w.id, state="placed", placement_id=pid, priority=p.priority)
-        # A migration's events share one instant, the pass's: billing closes the old charge exactly
-        # where it opens the new one, so the move is neither billed twice nor left unbilled.
+        # A migration's events share one instant, the pass's. The move's fact time is not known yet: it
+        # is when the host runs the workload on its new placement (the agent's last migration step, sent
+        # on as WorkloadRunningV1's started_at), which ends the old placement's charge and starts the
+        # new one's; so the migrated end carries no ended_at.
         at = now if old is not None else None
         await uow.emit(_placed_event(p, w, pid=pid, gpus=gpus), tenant=w.tenant, time=at)
         if old is not None:
@@ -237,25 +240,25 @@ async def _place(
     return pid
 
 
-async def _reinstate(ctx: SchedulerContext, row: Record, old: str | None) -> None:
+async def _reinstate(ctx: SchedulerContext, row: StoredWorkload, old: str | None) -> None:
     """The transaction rolls back, so the old placement lives on: count it in Redis again."""
     if old is None:
         return
     held = await WorkloadStore(ctx.pool_for_placer).placement_grants(old)
     if held is not None:
-        demand = demand_of_grants(grant_of(g) for g in held["grants"])
-        await ctx.quotas.reserve(tenant=row["tenant_id"], placement_id=old, demand=demand)
+        demand = demand_of_grants(grant_of(g) for g in held)
+        await ctx.quotas.reserve(tenant=row.tenant_id, placement_id=old, demand=demand)
 
 
 async def commit_preemption(ctx: SchedulerContext, proposal: PreemptionProposal) -> bool:
     """Give a victim its grace deadline, once."""
     async with ctx.placer_uow() as uow:
-        store = WorkloadStore(uow.conn)
+        store = uow.workloads
         victim = await store.live_placement_of(proposal.victim_id)
         if victim is None:
             return False
         row = await store.schedule_preemption(
-            victim["placement_id"], deadline=proposal.deadline, preempted_for=proposal.for_workload_id
+            victim, deadline=proposal.deadline, preempted_for=proposal.for_workload_id
         )
         if row is None:
             return False
@@ -263,7 +266,7 @@ async def commit_preemption(ctx: SchedulerContext, proposal: PreemptionProposal)
             WorkloadPreemptionScheduledV1(
                 workload_id=proposal.victim_id,
                 tenant_id=proposal.victim_tenant,
-                placement_id=row["placement_id"],
+                placement_id=row.placement_id,
                 deadline=proposal.deadline,
                 preempted_for=proposal.for_workload_id,
             ),
@@ -276,13 +279,13 @@ async def commit_preemption(ctx: SchedulerContext, proposal: PreemptionProposal)
 async def expire_preemption(ctx: SchedulerContext, placement_id: str, *, now: datetime) -> bool:
     """End a victim whose grace is over with outcome preempted, and put it back in the queue."""
     async with ctx.placer_uow() as uow:
-        store = WorkloadStore(uow.conn)
+        store = uow.workloads
         ended = await store.end_placement(placement_id, outcome="preempted", at=now)
         if ended is None:
             return False
-        wid, tenant = ended["workload_id"], ended["tenant_id"]
+        wid, tenant = ended.workload_id, ended.tenant_id
         await store.set_state(wid, state="queued", placement_id=None)
-        reason = f"preempted for {ended['preempted_for']}"
+        reason = f"preempted for {ended.preempted_for}"
         await uow.emit(
             WorkloadEndedV1(
                 workload_id=wid,
@@ -291,13 +294,15 @@ async def expire_preemption(ctx: SchedulerContext, placement_id: str, *, now: da
                 outcome="preempted",
                 reason=reason,
                 requeued=True,
+                ended_at=now,  # the scheduler's decision, as stored above (the host reports no end)
             ),
             tenant=tenant,
+            time=now,
         )
         position = await store.count_waiting()
         await uow.emit(
             WorkloadQueuedV1(
-                workload_id=wid, tenant_id=tenant, position=position, priority=float(ended["priority"])
+                workload_id=wid, tenant_id=tenant, position=position, priority=float(ended.priority)
             ),
             tenant=tenant,
         )

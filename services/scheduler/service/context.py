@@ -6,12 +6,13 @@ import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from libs.common.db.uow import PostgresUnitOfWork
 from libs.common.runtime import ServiceRuntime
 from services.scheduler.adapters.postgres import Pool
 from services.scheduler.adapters.quota_store import QuotaStore, RedisQuotaStore
+from services.scheduler.adapters.unit_of_work import PostgresSchedulerUnitOfWork
 from services.scheduler.domain.catalog import ImageCatalog
 from services.scheduler.domain.decisions import SchedulerConfig
+from services.scheduler.domain.gpu_models import GpuModels
 from services.scheduler.domain.reserved import ReservedPoolConfig
 from services.scheduler.service.options import SchedulerOptions
 
@@ -25,6 +26,7 @@ class SchedulerContext:
     settings: SchedulerOptions
     runtime: ServiceRuntime
     catalog: ImageCatalog
+    models: GpuModels
     quota_override: QuotaStore | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     is_leader: bool = False
@@ -44,9 +46,13 @@ class SchedulerContext:
             )
         return self._quotas
 
-    def placer_uow(self) -> PostgresUnitOfWork:
+    def uow(self) -> PostgresSchedulerUnitOfWork:
+        """A new unit of work on the runtime's pool, with the scheduler's stores."""
+        return PostgresSchedulerUnitOfWork(pool=self.runtime.pool, source=self.settings.service_name)
+
+    def placer_uow(self) -> PostgresSchedulerUnitOfWork:
         """A unit of work on the placer's own pool, so a flood of requests never starves placement."""
-        return PostgresUnitOfWork(pool=self.pool_for_placer, source=self.settings.service_name)
+        return PostgresSchedulerUnitOfWork(pool=self.pool_for_placer, source=self.settings.service_name)
 
     @property
     def pool_for_submissions(self) -> Pool:

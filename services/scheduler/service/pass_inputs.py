@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from services.scheduler.adapters.fleet_store import FleetStore
-from services.scheduler.adapters.postgres import Conn, Pool, Record
+from services.scheduler.adapters.postgres import Conn, Pool
 from services.scheduler.adapters.workload_store import WorkloadStore
 from services.scheduler.domain.cluster import ClusterState, GpuView
 from services.scheduler.domain.decisions import QueueEntry
@@ -17,10 +15,11 @@ from services.scheduler.domain.index import FreeIndex
 from services.scheduler.domain.model import Workload
 from services.scheduler.domain.priority import DecayedUsage, FairShareBook
 from services.scheduler.domain.quota import QuotaLimits
-from services.scheduler.domain.rows import allocation_of, gpu_view, workload_of
+from services.scheduler.domain.rows import allocation_of, gpu_view, limits_of, workload_of
+from services.scheduler.domain.stored import FairShareInputs, StoredGpu, StoredWorkload
 from services.scheduler.service.context import SchedulerContext
 
-__all__ = ["PassCache", "PassInputs", "load_book", "load_pass"]
+__all__ = ["PassCache", "PassInputs", "fair_share_book", "load_book", "load_pass"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,13 +29,13 @@ class PassInputs:
     state: ClusterState
     queue: list[QueueEntry]
     quotas: dict[str, QuotaLimits]
-    waiting: list[Record]
+    waiting: list[StoredWorkload]
     base: FreeIndex | None = None
 
 
 async def load_book(conn: Conn, ctx: SchedulerContext, *, now: datetime) -> FairShareBook:
     """Fair-share inputs of every tenant at ``now``, from one snapshot (the pass's policy row)."""
-    return book_from_row(await FleetStore(conn).pass_policy(), ctx, now=now)
+    return fair_share_book((await FleetStore(conn).pass_policy()).fair_share, ctx, now=now)
 
 
 @dataclass
@@ -48,7 +47,7 @@ class PassCache:
     """
 
     fleet_version: int | None = None
-    gpu_rows: list[Record] = field(default_factory=list)
+    gpu_rows: list[StoredGpu] = field(default_factory=list)
     views: dict[frozenset[str], tuple[GpuView, ...]] = field(default_factory=dict)
     bases: dict[frozenset[str], FreeIndex] = field(default_factory=dict)
     workloads: dict[str, Workload] = field(default_factory=dict)
@@ -71,40 +70,25 @@ class PassCache:
             base = self.bases[avoid] = FreeIndex.from_cluster(state)
         return base
 
-    def workload(self, row: Record) -> Workload:
-        """A waiting row as the placement core sees it (spec parsed once per workload)."""
-        w = self.workloads.get(row["workload_id"])
-        if w is None or w.state.value != row["state"]:
-            w = self.workloads[row["workload_id"]] = workload_of(row)
+    def workload(self, stored: StoredWorkload) -> Workload:
+        """A waiting workload as the placement core sees it (spec parsed once per workload)."""
+        w = self.workloads.get(stored.workload_id)
+        if w is None or w.state.value != stored.state:
+            w = self.workloads[stored.workload_id] = workload_of(stored)
         return w
 
 
-def book_from_row(row: Mapping[str, Any], ctx: SchedulerContext, *, now: datetime) -> FairShareBook:
-    """The fair-share book from a row of arrays (usage, shares, tenants, capacity): placer pass and submit."""
-    usage = {
-        t: DecayedUsage(float(v), at)
-        for t, v, at in zip(
-            row["usage_tenants"] or (), row["usage_values"] or (), row["usage_as_of"] or (), strict=True
-        )
-    }
-    shares = {t: float(v) for t, v in zip(row["share_tenants"] or (), row["share_values"] or (), strict=True)}
+def fair_share_book(inputs: FairShareInputs, ctx: SchedulerContext, *, now: datetime) -> FairShareBook:
+    """The fair-share book from stored usage, shares, tenants and capacity: placer pass and submit."""
     return FairShareBook(
-        usage=usage,
-        shares=shares,
-        tenants=frozenset(row["tenant_ids"] or ()),
+        usage={t: DecayedUsage(v, at) for t, v, at in inputs.usage},
+        shares=dict(inputs.shares),
+        tenants=inputs.tenant_ids,
         default_shares=ctx.settings.default_shares,
-        capacity_units=float(row["capacity"]),
+        capacity_units=float(inputs.capacity),
         half_life=ctx.half_life,
         now=now,
     )
-
-
-def _quotas_of(row: Record) -> dict[str, QuotaLimits]:
-    columns = ("quota_tenants", "quota_gpus", "quota_units", "quota_workloads")
-    return {
-        t: QuotaLimits(gpus=g, units_milli=u, workloads=n)
-        for t, g, u, n in zip(*(row[c] or () for c in columns), strict=True)
-    }
 
 
 async def load_pass(
@@ -123,25 +107,24 @@ async def load_pass(
     )
     if not waiting:
         return PassInputs(state=ClusterState(gpus=(), allocations=()), queue=[], quotas={}, waiting=[])
-    if policy["version"] != cache.fleet_version or cache.fleet_version is None:
+    if policy.version != cache.fleet_version or cache.fleet_version is None:
         cache.gpu_rows, cache.views, cache.bases = await fleet.gpus(), {}, {}
-        cache.fleet_version = policy["version"]
-    avoid = frozenset(g for r in waiting for g in r["avoid_gpus"])
-    live = [r for r in live_rows if not r["migrating"]]
-    state = ClusterState(gpus=cache.gpus(avoid), allocations=tuple(allocation_of(r) for r in live))
-    book = book_from_row(policy, ctx, now=now)
+        cache.fleet_version = policy.version
+    avoid = frozenset(g for w in waiting for g in w.avoid_gpus)
+    live = [p for p in live_rows if not p.migrating]
+    state = ClusterState(gpus=cache.gpus(avoid), allocations=tuple(allocation_of(p) for p in live))
+    book = fair_share_book(policy.fair_share, ctx, now=now)
     queue = []
-    for row in waiting:
-        pinned = row["pinned_priority"]
+    for stored in waiting:
+        pinned = stored.pinned_priority
         prio = (
             float(pinned)
             if pinned is not None
-            else book.explain(tenant=row["tenant_id"], urgency=row["urgency"]).priority
+            else book.explain(tenant=stored.tenant_id, urgency=stored.urgency).priority
         )
-        queue.append(QueueEntry(workload=cache.workload(row), priority=prio))
-    live_ids = {r["workload_id"] for r in waiting}
+        queue.append(QueueEntry(workload=cache.workload(stored), priority=prio))
+    live_ids = {w.workload_id for w in waiting}
     for wid in [w for w in cache.workloads if w not in live_ids]:
         del cache.workloads[wid]
-    return PassInputs(
-        state=state, queue=queue, quotas=_quotas_of(policy), waiting=waiting, base=cache.base_index(avoid)
-    )
+    quotas = {q.tenant_id: limits_of(q) for q in policy.quotas}
+    return PassInputs(state=state, queue=queue, quotas=quotas, waiting=waiting, base=cache.base_index(avoid))

@@ -12,9 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
@@ -30,6 +28,7 @@ from services.scheduler.adapters.workload_store import WorkloadStore
 from services.scheduler.domain.decisions import QueuePosition
 from services.scheduler.domain.rows import demand_of_grants, grant_of, limits_of
 from services.scheduler.domain.schedule import schedule
+from services.scheduler.domain.stored import StoredWorkload
 from services.scheduler.service.commit import commit_placements, commit_preemption, expire_preemption
 from services.scheduler.service.context import SchedulerContext
 from services.scheduler.service.pass_inputs import PassCache, load_pass
@@ -56,11 +55,10 @@ QUOTA_REBUILDS = Counter("scheduler_quota_rebuilds_total", "Quota state rebuilt 
 async def rebuild_quotas(ctx: SchedulerContext) -> None:
     """Rebuild Redis quota state (limits and live placements' demand) from Postgres."""
     async with ctx.pool_for_placer.acquire() as conn:
-        limits = {r["tenant_id"]: limits_of(r) for r in await FleetStore(conn).quotas()}
+        limits = {q.tenant_id: limits_of(q) for q in await FleetStore(conn).quotas()}
         live = await WorkloadStore(conn).live_placements()
     held = [
-        HeldQuota(r["tenant_id"], r["placement_id"], demand_of_grants(grant_of(g) for g in r["grants"]))
-        for r in live
+        HeldQuota(p.tenant_id, p.placement_id, demand_of_grants(grant_of(g) for g in p.grants)) for p in live
     ]
     await ctx.quotas.rebuild(limits=limits, held=held)
     QUOTA_REBUILDS.inc()
@@ -75,20 +73,20 @@ async def _release_ended(ctx: SchedulerContext) -> int:
     async with ctx.pool_for_placer.acquire() as conn:
         store = WorkloadStore(conn)
         while rows := await store.unreleased(limit=_RELEASE_BATCH):
-            await ctx.quotas.release_many([(r["tenant_id"], r["placement_id"]) for r in rows])
-            await store.mark_released([r["placement_id"] for r in rows])
+            await ctx.quotas.release_many([(r.tenant_id, r.placement_id) for r in rows])
+            await store.mark_released([r.placement_id for r in rows])
             released += len(rows)
             if len(rows) < _RELEASE_BATCH:
                 break
     return released
 
 
-def _changed(row: Mapping[str, Any], q: QueuePosition) -> bool:
+def _changed(stored: StoredWorkload, q: QueuePosition) -> bool:
     return bool(
-        row["position"] != q.position
-        or row["priority"] != q.priority
-        or row["wait_reason"] != q.reason.value
-        or row["estimated_start"] != q.estimated_start
+        stored.position != q.position
+        or stored.priority != q.priority
+        or stored.wait_reason != q.reason.value
+        or stored.estimated_start != q.estimated_start
     )
 
 
@@ -117,11 +115,11 @@ async def run_pass(
     )
     gpus = {g.uuid: g for g in inputs.state.gpus}
     workloads = {e.workload.id: e.workload for e in inputs.queue}
-    traces = {r["workload_id"]: r["traceparent"] for r in inputs.waiting}
+    traces = {w.workload_id: w.traceparent for w in inputs.waiting}
     placed = await commit_placements(ctx, decisions.placements, workloads, now=now, gpus=gpus, traces=traces)
     for proposal in decisions.preemptions:
         await commit_preemption(ctx, proposal)
-    rows = {r["workload_id"]: r for r in inputs.waiting}
+    rows = {w.workload_id: w for w in inputs.waiting}
     waiting = [
         (q.workload_id, q.position, q.priority, q.reason.value, q.estimated_start)
         for q in decisions.waiting

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from libs.common.db.pool import create_pool
 from libs.common.db.uow import outbox_row
@@ -14,14 +12,18 @@ from libs.common.events.scheduler import WorkloadQueuedV1, WorkloadSubmittedV1
 from libs.common.http.errors import ApiError, Conflict
 from libs.common.observability.tracing import current_traceparent
 from libs.common.runtime import BackgroundTask, ServiceRuntime
+from services.scheduler.adapters.fleet_store import FleetStore
+from services.scheduler.adapters.postgres import Conn
 from services.scheduler.adapters.quota_store import RebuildNeeded
 from services.scheduler.adapters.workload_store import WorkloadStore
 from services.scheduler.domain.creation import CreationSpec
+from services.scheduler.domain.gpu_models import requested_model
 from services.scheduler.domain.model import GpuRequest, UnitsRequest
 from services.scheduler.domain.quota import DIMENSIONS, QuotaLimits, QuotaUsage, check, to_milli
 from services.scheduler.domain.rows import limits_of
+from services.scheduler.domain.stored import StoredWorkload
 from services.scheduler.service.context import SchedulerContext
-from services.scheduler.service.pass_inputs import book_from_row
+from services.scheduler.service.pass_inputs import fair_share_book
 
 __all__ = ["QuotaExhausted", "hold_submission_pool", "submit"]
 
@@ -45,10 +47,6 @@ def _demand(spec: CreationSpec) -> QuotaUsage:
 def _describe(dim: str, limits: QuotaLimits, usage: QuotaUsage, demand: QuotaUsage) -> str:
     limit, used, asked = getattr(limits, dim), getattr(usage, dim), getattr(demand, dim)
     return f"{_DIM_NAMES[dim]}: limit {limit}, in use {used}, asked {asked}"
-
-
-def _limits(ctx_row: Mapping[str, Any]) -> QuotaLimits | None:
-    return limits_of(ctx_row) if ctx_row["has_quota"] else None
 
 
 async def _check_quota(
@@ -86,7 +84,16 @@ def _resources(spec: CreationSpec) -> dict[str, str | int]:
     return {k: v if isinstance(v, (str, int)) else str(v) for k, v in raw.items() if v is not None}
 
 
-async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> dict[str, Any]:
+async def _with_known_model(ctx: SchedulerContext, conn: Conn, spec: CreationSpec) -> CreationSpec:
+    """The spec asking for the catalog's name of its model; the fleet is read only for a name the
+    catalog lacks. Raises the domain's ValidationError for a model nothing could ever place on."""
+    asked = requested_model(spec)
+    if asked is None or ctx.models.canonical(asked) is not None:
+        return ctx.models.resolve(spec)
+    return ctx.models.resolve(spec, in_fleet=await FleetStore(conn).models())
+
+
+async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> StoredWorkload:
     """Record a workload as submitted and queued, with both events, and wake the placer.
 
     Two round trips on one connection: a read of everything the checks and the priority need, then one
@@ -95,15 +102,19 @@ async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> d
     now = datetime.now(UTC)
     project = spec.tags.get("project")
     async with ctx.pool_for_submissions.acquire() as conn:
+        spec = await _with_known_model(ctx, conn, spec)
         store = WorkloadStore(conn)
         info = await store.submit_context(tenant=tenant, project=project, month=now.strftime("%Y-%m"))
-        if project is not None and info["stop"] is not None:
-            raise Conflict(f"new work refused: {info['stop']}", field="tags.project")
-        limits = _limits(info)
-        if limits is not None:
-            await _check_quota(ctx, tenant=tenant, spec=spec, limits=limits)
+        if project is not None and info.stop is not None:
+            raise Conflict(f"new work refused: {info.stop}", field="tags.project")
+        if info.quota is not None:
+            await _check_quota(ctx, tenant=tenant, spec=spec, limits=limits_of(info.quota))
         wid = f"wl-{uuid.uuid4().hex[:16]}"
-        prio = book_from_row(info, ctx, now=now).explain(tenant=tenant, urgency=spec.urgency).priority
+        prio = (
+            fair_share_book(info.fair_share, ctx, now=now)
+            .explain(tenant=tenant, urgency=spec.urgency)
+            .priority
+        )
         row = {
             "workload_id": wid,
             "tenant_id": tenant,
@@ -127,13 +138,13 @@ async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> d
             resources=_resources(spec),
         )
         # Counted in the same snapshot as the checks, plus this one (the old count ran after the insert).
-        position = int(info["waiting"]) + 1
+        position = info.waiting + 1
         queued = WorkloadQueuedV1(workload_id=wid, tenant_id=tenant, position=position, priority=prio)
         source = ctx.settings.service_name
         outbox = [outbox_row(e, source=source, tenant=tenant) for e in (submitted, queued)]
         created = await store.submit(row=row, outbox=outbox)
     ctx.wake.set()
-    return dict(created)
+    return created
 
 
 def hold_submission_pool(ctx: SchedulerContext) -> BackgroundTask:

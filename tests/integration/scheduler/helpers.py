@@ -24,7 +24,7 @@ def settings(iso: Isolation, **overrides: Any) -> SchedulerSettings:
     return iso.settings(SchedulerSettings, "scheduler", **values)
 
 
-def spec(*, model: str = "A100", count: int = 1, **extra: Any) -> dict[str, Any]:
+def spec(*, model: str = "A100-80GB", count: int = 1, **extra: Any) -> dict[str, Any]:
     """A valid one-shot creation request."""
     return {
         "kind": "job",
@@ -44,7 +44,7 @@ async def publish_events(iso: Isolation, payloads: list[Event], *, topic: str) -
 
 
 async def register_gpus(
-    iso: Isolation, *, node: str = "node-1", count: int = 4, model: str = "A100"
+    iso: Isolation, *, node: str = "node-1", count: int = 4, model: str = "A100-80GB"
 ) -> list[str]:
     """Stand in for inventory: announce ``count`` healthy whole GPUs on one node."""
     uuids = [f"GPU-{node}-{i}" for i in range(count)]

@@ -11,11 +11,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.scheduler.adapters.fleet_store import FleetStore
 from services.scheduler.adapters.fleet_store_fake import FakeFleetStore, Stop
-from services.scheduler.service.handlers import FleetWrites
+from services.scheduler.adapters.postgres import WAKE_CHANNEL
+from services.scheduler.adapters.unit_of_work import PostgresSchedulerUnitOfWork
+from services.scheduler.adapters.unit_of_work_fake import FakeSchedulerUnitOfWork
+from services.scheduler.service.unit_of_work import FleetWrites
 from tests.integration.store_contract import Units, fake_units, service_pool, sql_units
-from tests.integration.support import Isolation
+from tests.integration.support import Isolation, eventually
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +42,9 @@ class Subject:
     gpus: Callable[[], Awaitable[dict[str, dict[str, Any]]]]
     usage: Callable[[], Awaitable[dict[str, tuple[float, datetime]]]]
     stops: Callable[[], Awaitable[list[Stop]]]  # by tenant, project and month
+    #: Wake-ups of the placer delivered so far, once at least ``at_least`` arrived (the real one's are
+    #: NOTIFYs, delivered in commit order, so waiting for the last committed one sees every earlier one).
+    wakes: Callable[[int], Awaitable[int]]
 
 
 def fake_subject() -> Subject:
@@ -54,10 +59,14 @@ def fake_subject() -> Subject:
     async def stops() -> list[Stop]:
         return sorted(fake.stops, key=lambda s: (s.tenant, s.project, s.month))
 
-    return Subject(units=fake_units(fake), gpus=gpus, usage=usage, stops=stops)
+    async def wakes(at_least: int) -> int:
+        return fake.wakes
+
+    units = fake_units(FakeSchedulerUnitOfWork(fake), lambda uow: uow.fleet)
+    return Subject(units=units, gpus=gpus, usage=usage, stops=stops, wakes=wakes)
 
 
-def sql_subject(pool: asyncpg.Pool[Any]) -> Subject:
+def sql_subject(pool: asyncpg.Pool[Any], woken: list[str]) -> Subject:
     async def gpus() -> dict[str, dict[str, Any]]:
         rows = await pool.fetch(f"SELECT {GPU_COLUMNS} FROM gpus")
         return {r["gpu_uuid"]: dict(r) for r in rows}
@@ -72,9 +81,14 @@ def sql_subject(pool: asyncpg.Pool[Any]) -> Subject:
         )
         return [Stop(r["tenant_id"], r["project"], r["month"], r["reason"]) for r in rows]
 
-    return Subject(
-        units=sql_units(pool, lambda uow: FleetStore(uow.conn)), gpus=gpus, usage=usage, stops=stops
-    )
+    async def wakes(at_least: int) -> int:
+        async def arrived() -> int | None:
+            return len(woken) if len(woken) >= at_least else None
+
+        return await eventually(arrived, timeout=5.0, what=f"{at_least} wake-ups of the placer")
+
+    units = sql_units(pool, PostgresSchedulerUnitOfWork, lambda uow: uow.fleet)
+    return Subject(units=units, gpus=gpus, usage=usage, stops=stops, wakes=wakes)
 
 
 @pytest.fixture(params=["fake", "postgres"])
@@ -82,8 +96,19 @@ async def subject(request: pytest.FixtureRequest, isolation: Isolation) -> Async
     if request.param == "fake":
         yield fake_subject()
         return
-    async with service_pool(isolation, "scheduler") as pool:
-        yield sql_subject(pool)
+    async with service_pool(isolation, "scheduler") as pool, pool.acquire() as listener:
+        schema = await listener.fetchval("SELECT current_schema()")
+        woken: list[str] = []
+
+        def on_wake(_conn: object, _pid: int, _channel: str, payload: str) -> None:
+            if payload == schema:
+                woken.append(payload)
+
+        await listener.add_listener(WAKE_CHANNEL, on_wake)
+        try:
+            yield sql_subject(pool, woken)
+        finally:
+            await listener.remove_listener(WAKE_CHANNEL, on_wake)
 
 
 def gpu_row(uuid: str, **changes: Any) -> dict[str, Any]:
@@ -175,3 +200,34 @@ async def test_a_stop_is_kept_once_per_project_and_month_with_its_first_reason(s
         Stop("acme", "vision", "2025-04", "next month"),
         Stop("globex", "vision", "2025-03", "other tenant"),
     ]
+
+
+async def test_writes_of_a_unit_of_work_that_does_not_commit_are_not_kept(subject: Subject) -> None:
+    async with subject.units() as store:
+        await store.upsert_gpu(row=gpu_row("g1"))
+        await store.set_usage("acme", value=1.0, as_of=T0)
+    async with subject.units.rolled_back() as store:
+        await store.upsert_gpu(row=gpu_row("g2"))
+        await store.set_health("g1", health="failed")
+        await store.set_usage("acme", value=50.0, as_of=T0 + timedelta(hours=1))
+        await store.add_stop(tenant="acme", project="vision", month="2025-03", reason="rolled back")
+
+    assert await subject.gpus() == {"g1": gpu_row("g1")}
+    assert await subject.usage() == {"acme": (1.0, T0)}
+    assert await subject.stops() == []
+
+
+async def test_the_placer_is_woken_by_a_committed_step_and_not_by_one_that_rolls_back(
+    subject: Subject,
+) -> None:
+    async with subject.units() as store:
+        await store.wake_placer()
+    assert await subject.wakes(1) == 1
+
+    async with subject.units.rolled_back() as store:
+        await store.wake_placer()
+    async with subject.units() as store:
+        await store.wake_placer()
+        await store.wake_placer()  # one transaction's identical NOTIFYs arrive once
+
+    assert await subject.wakes(2) == 2

@@ -6,11 +6,18 @@ import pytest
 from services.scheduler.domain.cluster import Allocation, ClusterState, GpuView, Grant, SlotKind
 from services.scheduler.domain.errors import StateConflict
 from services.scheduler.domain.index import FreeIndex
-from services.scheduler.domain.model import GangPolicy, GpuRequest, MigRequest, ResourceRequest, UnitsRequest
+from services.scheduler.domain.model import (
+    GangPolicy,
+    GpuRequest,
+    MigRequest,
+    ResourceRequest,
+    UnitsRequest,
+    WorkloadKind,
+)
 from services.scheduler.domain.quota import QuotaLimits
 from services.scheduler.domain.reserved import ReservedPoolConfig
 from services.scheduler.domain.schedule import Decisions, QueueEntry, SchedulerConfig, WaitReason, schedule
-from tests.unit.scheduler.builders import NOW, entry, node
+from tests.unit.scheduler.builders import NOW, entry, node, workload
 
 
 def run(
@@ -211,3 +218,28 @@ def test_a_kept_base_index_decides_exactly_as_a_fresh_one_pass_after_pass() -> N
     assert schedule(queue, empty, now=NOW, base_index=base) == schedule(queue, empty, now=NOW), (
         "the base index is never changed by the passes that copied it"
     )
+
+
+def test_training_is_never_placed_on_a_share_sliced_finer_than_one_to_four() -> None:
+    inference_shares = node("fine", count=1, units=8.0, ratio=8)  # shares of 1 unit
+    training_shares = node("coarse", count=1, units=8.0, ratio=4)  # shares of 2 units
+    state = ClusterState(gpus=tuple(inference_shares + training_shares), allocations=())
+    job = entry("train", UnitsRequest(units=1.0))
+    notebook = QueueEntry(
+        workload=workload("nb", UnitsRequest(units=1.0)).model_copy(update={"kind": WorkloadKind.INSTANCE}),
+        priority=0.5,
+    )
+
+    decisions = schedule([job, notebook], state, now=NOW)
+
+    placed = {p.workload_id: p.grants[0].gpu for p in decisions.placements}
+    assert placed == {"train": "coarse-gpu0", "nb": "fine-gpu0"}
+
+
+def test_training_waits_for_no_matching_gpu_when_only_fine_shares_exist() -> None:
+    state = ClusterState(gpus=tuple(node("fine", count=2, units=8.0, ratio=8)), allocations=())
+
+    decisions = schedule([entry("train", UnitsRequest(units=1.0))], state, now=NOW)
+
+    assert decisions.placements == ()
+    assert [(w.workload_id, w.reason) for w in decisions.waiting] == [("train", WaitReason.NO_MATCHING_GPU)]

@@ -5,14 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from services.scheduler.adapters.postgres import Conn
+from services.scheduler.adapters.postgres import NOTIFY_WAKE, WAKE_CHANNEL, Conn
 
 __all__ = ["WAKE_CHANNEL", "Rows", "as_json"]
-
-#: NOTIFY channel that wakes the active placer (payload: the schema, so test schemas never cross).
-WAKE_CHANNEL = "gpucloud_scheduler_wake"
-
-NOTIFY_WAKE = "SELECT pg_notify($1, current_schema())"
 
 
 def as_json(value: Any) -> str:

@@ -7,10 +7,13 @@ from datetime import datetime
 from typing import Any
 
 from libs.common.db.uow import OutboxRow, outbox_columns
-from services.scheduler.adapters.postgres import Record
 from services.scheduler.adapters.workload_store._base import Rows, as_json
+from services.scheduler.domain.stored import CompletedRun, StoredPlacement, Unreleased, columns_of
 
 __all__ = ["PlacementRows"]
+
+#: A placement's columns in StoredPlacement's order.
+PLACEMENT = columns_of(StoredPlacement)
 
 INSERT_PLACEMENT = """
 INSERT INTO placements (placement_id, workload_id, tenant_id, node, grants, gpus, units_milli, models,
@@ -21,19 +24,19 @@ INSERT_SLOTS = """
 INSERT INTO held_slots (gpu_uuid, slot, placement_id)
 SELECT g, s, $3 FROM unnest($1::text[], $2::text[]) AS v(g, s)
 """
-GET_PLACEMENT = "SELECT * FROM placements WHERE placement_id = $1 FOR UPDATE"
+GET_PLACEMENT = f"SELECT {PLACEMENT} FROM placements WHERE placement_id = $1 FOR UPDATE"
 LIVE_PLACEMENT_OF = "SELECT placement_id FROM placements WHERE workload_id = $1 AND ended_at IS NULL"
 PLACEMENT_GRANTS = "SELECT grants FROM placements WHERE placement_id = $1"
-LIVE_PLACEMENTS = "SELECT * FROM placements WHERE ended_at IS NULL"
-END_PLACEMENT = """
+LIVE_PLACEMENTS = f"SELECT {PLACEMENT} FROM placements WHERE ended_at IS NULL"
+END_PLACEMENT = f"""
 UPDATE placements SET ended_at = $2, outcome = $3, quota_released = $4 WHERE placement_id = $1
-  AND ended_at IS NULL RETURNING *
+  AND ended_at IS NULL RETURNING {PLACEMENT}
 """
 FREE_SLOTS = "DELETE FROM held_slots WHERE placement_id = $1"
 MARK_MIGRATING = "UPDATE placements SET migrating = true WHERE placement_id = $1"
-SCHEDULE_PREEMPTION = """
+SCHEDULE_PREEMPTION = f"""
 UPDATE placements SET preempt_deadline = $2, preempted_for = $3
-WHERE placement_id = $1 AND ended_at IS NULL AND preempt_deadline IS NULL RETURNING *
+WHERE placement_id = $1 AND ended_at IS NULL AND preempt_deadline IS NULL RETURNING {PLACEMENT}
 """
 EXPIRED_PREEMPTIONS = """
 SELECT placement_id FROM placements WHERE ended_at IS NULL AND preempt_deadline <= $1
@@ -45,7 +48,8 @@ ORDER BY placement_id LIMIT $1
 """
 MARK_RELEASED = "UPDATE placements SET quota_released = true WHERE placement_id = ANY($1::text[])"
 HISTORY = """
-SELECT p.*, w.spec FROM placements p JOIN workloads w USING (workload_id)
+SELECT w.spec, p.models, p.gpus, p.started_at, p.ended_at
+FROM placements p JOIN workloads w USING (workload_id)
 WHERE p.tenant_id = $1 AND p.outcome = 'completed' AND p.started_at IS NOT NULL
 ORDER BY p.ended_at DESC LIMIT 500
 """
@@ -134,29 +138,32 @@ class PlacementRows(Rows):
             INSERT_SLOTS, [g for g, _ in slots], [s for _, s in slots], row["placement_id"]
         )
 
-    async def placement(self, placement_id: str) -> Record | None:
+    async def placement(self, placement_id: str) -> StoredPlacement | None:
         """A placement row locked for this transaction."""
-        return await self.conn.fetchrow(GET_PLACEMENT, placement_id)
+        found = await self.conn.fetchrow(GET_PLACEMENT, placement_id)
+        return None if found is None else StoredPlacement(*found)
 
-    async def live_placement_of(self, workload_id: str) -> Record | None:
-        """A workload's live placement (its id only), unlocked."""
-        return await self.conn.fetchrow(LIVE_PLACEMENT_OF, workload_id)
+    async def live_placement_of(self, workload_id: str) -> str | None:
+        """The id of a workload's live placement, unlocked."""
+        found: str | None = await self.conn.fetchval(LIVE_PLACEMENT_OF, workload_id)
+        return found
 
-    async def placement_grants(self, placement_id: str) -> Record | None:
-        """A placement's grants, unlocked."""
-        return await self.conn.fetchrow(PLACEMENT_GRANTS, placement_id)
+    async def placement_grants(self, placement_id: str) -> list[dict[str, Any]] | None:
+        """A placement's grants, unlocked; None when there is no such placement."""
+        found = await self.conn.fetchrow(PLACEMENT_GRANTS, placement_id)
+        return None if found is None else list(found["grants"])
 
-    async def live_placements(self) -> list[Record]:
+    async def live_placements(self) -> list[StoredPlacement]:
         """Every placement not ended."""
-        return list(await self.conn.fetch(LIVE_PLACEMENTS))
+        return [StoredPlacement(*r) for r in await self.conn.fetch(LIVE_PLACEMENTS)]
 
     async def end_placement(
         self, placement_id: str, *, outcome: str, at: datetime, released: bool = False
-    ) -> Record | None:
+    ) -> StoredPlacement | None:
         """End a live placement and free its slots; None when it had already ended."""
         row = await self.conn.fetchrow(END_PLACEMENT, placement_id, at, outcome, released)
         await self.conn.execute(FREE_SLOTS, placement_id)
-        return row
+        return None if row is None else StoredPlacement(*row)
 
     async def mark_migrating(self, placement_id: str) -> None:
         """Free a migrating placement's slots: the workload is being re-placed."""
@@ -165,22 +172,23 @@ class PlacementRows(Rows):
 
     async def schedule_preemption(
         self, placement_id: str, *, deadline: datetime, preempted_for: str
-    ) -> Record | None:
+    ) -> StoredPlacement | None:
         """Set a victim's deadline once; None when already set or ended."""
-        return await self.conn.fetchrow(SCHEDULE_PREEMPTION, placement_id, deadline, preempted_for)
+        row = await self.conn.fetchrow(SCHEDULE_PREEMPTION, placement_id, deadline, preempted_for)
+        return None if row is None else StoredPlacement(*row)
 
     async def expired_preemptions(self, *, now: datetime) -> list[str]:
         """Live placements whose grace period is over."""
         return [r["placement_id"] for r in await self.conn.fetch(EXPIRED_PREEMPTIONS, now)]
 
-    async def unreleased(self, *, limit: int) -> list[Record]:
+    async def unreleased(self, *, limit: int) -> list[Unreleased]:
         """Up to ``limit`` ended placements whose quota Redis still counts."""
-        return list(await self.conn.fetch(UNRELEASED, limit))
+        return [Unreleased(*r) for r in await self.conn.fetch(UNRELEASED, limit)]
 
     async def mark_released(self, placement_ids: Sequence[str]) -> None:
         """Record that Redis gave these placements' quota back."""
         await self.conn.execute(MARK_RELEASED, list(placement_ids))
 
-    async def history(self, tenant: str) -> list[Record]:
+    async def history(self, tenant: str) -> list[CompletedRun]:
         """The tenant's completed placements that ran, newest first."""
-        return list(await self.conn.fetch(HISTORY, tenant))
+        return [CompletedRun(*r) for r in await self.conn.fetch(HISTORY, tenant)]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from services.scheduler.adapters.postgres import Record
 from services.scheduler.adapters.workload_store._base import WAKE_CHANNEL, Rows
+from services.scheduler.domain.stored import RunEnd, RunStart
 
 __all__ = ["RunRows"]
 
@@ -58,15 +58,28 @@ FROM w CROSS JOIN p LEFT JOIN u ON true
 class RunRows(Rows):
     """A workload's run on its current placement."""
 
-    async def start_run(self, workload_id: str, *, placement_id: str, at: datetime) -> Record | None:
+    async def start_run(self, workload_id: str, *, placement_id: str, at: datetime) -> RunStart | None:
         """Mark the current placement started and the workload running; None when the report is stale."""
-        return await self.conn.fetchrow(START_WORKLOAD, workload_id, placement_id, at)
+        row = await self.conn.fetchrow(START_WORKLOAD, workload_id, placement_id, at)
+        return None if row is None else RunStart(*row)
 
     async def end_run(
         self, workload_id: str, *, placement_id: str, outcome: str, reason: str, at: datetime
-    ) -> Record | None:
+    ) -> RunEnd | None:
         """End the current placement and the workload, free its slots, lock the tenant's usage row and
         wake the placer; None when the report is stale or the placement had already ended."""
-        return await self.conn.fetchrow(
+        row = await self.conn.fetchrow(
             END_WORKLOAD_RUN, workload_id, placement_id, at, outcome, reason, WAKE_CHANNEL
+        )
+        if row is None:
+            return None
+        usage = row["decayed_unit_hours"]
+        return RunEnd(
+            tenant_id=row["tenant_id"],
+            traceparent=row["traceparent"],
+            started_at=row["started_at"],
+            placed_at=row["placed_at"],
+            units_milli=int(row["units_milli"]),
+            decayed_unit_hours=None if usage is None else float(usage),
+            as_of=row["as_of"],
         )

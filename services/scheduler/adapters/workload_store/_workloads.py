@@ -7,21 +7,36 @@ from datetime import datetime
 from typing import Any
 
 from libs.common.db.uow import OutboxRow, outbox_columns
-from services.scheduler.adapters.fleet_store import FAIR_SHARE_COLUMNS, FAIR_SHARE_SOURCES
-from services.scheduler.adapters.postgres import Record
-from services.scheduler.adapters.workload_store._base import WAKE_CHANNEL, Rows, as_json
+from services.scheduler.adapters.fleet_store import (
+    FAIR_SHARE_COLUMNS,
+    FAIR_SHARE_SOURCES,
+    fair_share_of,
+    stored_quota,
+)
+from services.scheduler.adapters.workload_store._base import WAKE_CHANNEL, Rows
+from services.scheduler.domain.stored import StoredWorkload, SubmitContext, columns_of
 
 __all__ = ["WorkloadRows"]
 
-GET_WORKLOAD = "SELECT * FROM workloads WHERE workload_id = $1 AND ($2::text IS NULL OR tenant_id = $2)"
-LOCK_WORKLOAD = "SELECT * FROM workloads WHERE workload_id = $1 FOR UPDATE"
-LIST_WORKLOADS = """
-SELECT * FROM workloads WHERE ($1::text IS NULL OR tenant_id = $1) AND ($2::text IS NULL OR state = $2)
+#: A workload's columns in StoredWorkload's order.
+WORKLOAD = columns_of(StoredWorkload)
+_WORKLOAD_WIDTH = WORKLOAD.count(",") + 1
+
+GET_WORKLOAD = f"""
+SELECT {WORKLOAD} FROM workloads WHERE workload_id = $1 AND ($2::text IS NULL OR tenant_id = $2)
+"""
+LOCK_WORKLOAD = f"SELECT {WORKLOAD} FROM workloads WHERE workload_id = $1 FOR UPDATE"
+LIST_WORKLOADS = f"""
+SELECT {WORKLOAD} FROM workloads
+WHERE ($1::text IS NULL OR tenant_id = $1) AND ($2::text IS NULL OR state = $2)
 ORDER BY submitted_at DESC, workload_id LIMIT $3
 """
-WAITING = "SELECT * FROM workloads WHERE state IN ('queued', 'migrating') ORDER BY submitted_at, workload_id"
-QUEUE_VIEW = """
-SELECT * FROM workloads WHERE state IN ('queued', 'migrating') AND ($1::text IS NULL OR tenant_id = $1)
+WAITING = f"""
+SELECT {WORKLOAD} FROM workloads WHERE state IN ('queued', 'migrating') ORDER BY submitted_at, workload_id
+"""
+QUEUE_VIEW = f"""
+SELECT {WORKLOAD} FROM workloads
+WHERE state IN ('queued', 'migrating') AND ($1::text IS NULL OR tenant_id = $1)
 ORDER BY position NULLS LAST, submitted_at, workload_id
 """
 COUNT_WAITING = "SELECT count(*) FROM workloads WHERE state IN ('queued', 'migrating')"
@@ -51,7 +66,7 @@ WHERE w.workload_id = v.workload_id AND w.state IN ('queued', 'migrating')
 #: tenant's quota row (if any), the project's budget stop (if any) and how many workloads wait.
 SUBMIT_CONTEXT = f"""
 SELECT {FAIR_SHARE_COLUMNS},
-    q.tenant_id IS NOT NULL AS has_quota, q.gpus, q.units_milli, q.workloads, b.reason AS stop, c.waiting
+    q.tenant_id, q.gpus, q.units_milli, q.workloads, b.reason AS stop, c.waiting
 FROM {FAIR_SHARE_SOURCES},
     (SELECT count(*) AS waiting FROM workloads WHERE state IN ('queued', 'migrating')) c
     LEFT JOIN LATERAL (SELECT * FROM tenant_quotas WHERE tenant_id = $1) q ON true
@@ -61,12 +76,12 @@ FROM {FAIR_SHARE_SOURCES},
 """
 #: A submission as one statement (so one implicit transaction): the workload row, its outbox rows and
 #: both wake-ups (the placer's and the relay's, delivered at commit); returns the new row.
-SUBMIT = """
+SUBMIT = f"""
 WITH w AS (
     INSERT INTO workloads (workload_id, tenant_id, kind, state, spec, urgency, preemptible, tags,
         submitted_at, priority, traceparent)
     VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10)
-    RETURNING *
+    RETURNING {WORKLOAD}
 ), o AS (
     INSERT INTO outbox (event_id, topic, key, payload, traceparent)
     SELECT event_id, topic, key, payload, traceparent
@@ -74,7 +89,7 @@ WITH w AS (
         AS v(event_id, topic, key, payload, traceparent, n)
     ORDER BY n
 )
-SELECT w.*, pg_notify($16, current_schema()) AS woke_placer,
+SELECT {columns_of(StoredWorkload, prefix="w.")}, pg_notify($16, current_schema()) AS woke_placer,
     pg_notify('gpucloud_outbox', current_schema()) AS woke_relay
 FROM w
 """
@@ -83,13 +98,16 @@ FROM w
 class WorkloadRows(Rows):
     """The workloads table."""
 
-    async def submit_context(self, *, tenant: str, project: str | None, month: str) -> Record:
+    async def submit_context(self, *, tenant: str, project: str | None, month: str) -> SubmitContext:
         """Fair-share inputs, the tenant's quota, the project's budget stop and the queue length."""
         row = await self.conn.fetchrow(SUBMIT_CONTEXT, tenant, project, month)
         assert row is not None  # aggregates without GROUP BY always answer one row
-        return row
+        quota = stored_quota(row) if row["tenant_id"] is not None else None
+        return SubmitContext(
+            fair_share=fair_share_of(row), quota=quota, stop=row["stop"], waiting=int(row["waiting"])
+        )
 
-    async def submit(self, *, row: dict[str, Any], outbox: Sequence[OutboxRow]) -> Record:
+    async def submit(self, *, row: dict[str, Any], outbox: Sequence[OutboxRow]) -> StoredWorkload:
         """Insert a queued workload with its outbox rows and wake placer and relay, as one statement."""
         found = await self.conn.fetchrow(
             SUBMIT,
@@ -107,27 +125,29 @@ class WorkloadRows(Rows):
             WAKE_CHANNEL,
         )
         assert found is not None
-        return found
+        return StoredWorkload(*tuple(found)[:_WORKLOAD_WIDTH])
 
-    async def workload(self, workload_id: str, *, tenant: str | None = None) -> Record | None:
+    async def workload(self, workload_id: str, *, tenant: str | None = None) -> StoredWorkload | None:
         """A workload, visible to ``tenant`` (None = any)."""
-        return await self.conn.fetchrow(GET_WORKLOAD, workload_id, tenant)
+        found = await self.conn.fetchrow(GET_WORKLOAD, workload_id, tenant)
+        return None if found is None else StoredWorkload(*found)
 
-    async def lock_workload(self, workload_id: str) -> Record | None:
+    async def lock_workload(self, workload_id: str) -> StoredWorkload | None:
         """A workload row locked for this transaction."""
-        return await self.conn.fetchrow(LOCK_WORKLOAD, workload_id)
+        found = await self.conn.fetchrow(LOCK_WORKLOAD, workload_id)
+        return None if found is None else StoredWorkload(*found)
 
-    async def workloads(self, *, tenant: str | None, state: str | None, limit: int) -> list[Record]:
+    async def workloads(self, *, tenant: str | None, state: str | None, limit: int) -> list[StoredWorkload]:
         """Newest first."""
-        return list(await self.conn.fetch(LIST_WORKLOADS, tenant, state, limit))
+        return [StoredWorkload(*r) for r in await self.conn.fetch(LIST_WORKLOADS, tenant, state, limit)]
 
-    async def waiting(self) -> list[Record]:
+    async def waiting(self) -> list[StoredWorkload]:
         """Every queued or migrating workload, oldest first."""
-        return list(await self.conn.fetch(WAITING))
+        return [StoredWorkload(*r) for r in await self.conn.fetch(WAITING)]
 
-    async def queue(self, *, tenant: str | None) -> list[Record]:
+    async def queue(self, *, tenant: str | None) -> list[StoredWorkload]:
         """Waiting workloads in queue order."""
-        return list(await self.conn.fetch(QUEUE_VIEW, tenant))
+        return [StoredWorkload(*r) for r in await self.conn.fetch(QUEUE_VIEW, tenant)]
 
     async def count_waiting(self) -> int:
         """How many workloads wait."""
@@ -147,7 +167,7 @@ class WorkloadRows(Rows):
 
     async def start_migration(self, workload_id: str, *, priority: float, avoid_gpu: str) -> None:
         """Mark a workload migrating, its priority pinned and a GPU to avoid."""
-        await self.conn.execute(START_MIGRATION, workload_id, priority, as_json([avoid_gpu]))
+        await self.conn.execute(START_MIGRATION, workload_id, priority, [avoid_gpu])
 
     async def record_waiting(self, rows: Sequence[tuple[str, int, float, str, datetime | None]]) -> None:
         """Store each waiting workload's position, priority, reason and estimated start."""

@@ -1,0 +1,194 @@
+"""What the scheduler's stores answer: workloads, placements, runs, GPUs, drafts and policy as kept.
+
+Plain frozen records with the stored columns as typed attributes; the adapters build them from their rows
+(``StoredWorkload(*row)`` where a statement selects the fields in order), so nothing above the adapters
+sees the driver's row type or indexes a row by a string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+__all__ = [
+    "CompletedRun",
+    "FairShareInputs",
+    "PolicySnapshot",
+    "RunEnd",
+    "RunStart",
+    "StoredDraft",
+    "StoredGpu",
+    "StoredPlacement",
+    "StoredQuota",
+    "StoredWorkload",
+    "SubmitContext",
+    "Unreleased",
+    "columns_of",
+]
+
+
+def columns_of(record: type[Any], *, prefix: str = "") -> str:
+    """The record's fields as a select list, in order (so ``record(*row)`` builds it)."""
+    return ", ".join(f"{prefix}{f.name}" for f in fields(record))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredWorkload:
+    """A workload row: its request, where it is in its life, and what the queue last said about it."""
+
+    workload_id: str
+    tenant_id: str
+    kind: str
+    state: str
+    spec: dict[str, Any]
+    urgency: float
+    preemptible: bool
+    tags: dict[str, str]
+    submitted_at: datetime
+    priority: float
+    #: Kept from before a migration: the pass uses it instead of recomputing.
+    pinned_priority: float | None
+    avoid_gpus: list[str]
+    wait_reason: str | None
+    position: int | None
+    estimated_start: datetime | None
+    placement_id: str | None
+    ended_at: datetime | None
+    outcome: str | None
+    reason: str
+    traceparent: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredPlacement:
+    """A placement row: the grants it holds and how its life went."""
+
+    placement_id: str
+    workload_id: str
+    tenant_id: str
+    node: str
+    grants: list[dict[str, Any]]
+    gpus: int
+    units_milli: int
+    models: list[str]
+    priority: float
+    preemptible: bool
+    ends_at: datetime | None
+    preempt_deadline: datetime | None
+    preempted_for: str | None
+    migrating: bool
+    placed_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    outcome: str | None
+    quota_released: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedRun:
+    """A completed placement that ran, with its workload's request (what advice learns from)."""
+
+    spec: dict[str, Any]
+    models: list[str]
+    gpus: int
+    started_at: datetime
+    ended_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Unreleased:
+    """An ended placement whose quota Redis still counts."""
+
+    placement_id: str
+    tenant_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """The agent's start applied: whose workload it is and its trace."""
+
+    tenant_id: str
+    traceparent: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnd:
+    """The agent's exit applied: the placement's times and size, and the tenant's usage before it."""
+
+    tenant_id: str
+    traceparent: str | None
+    started_at: datetime | None
+    placed_at: datetime
+    units_milli: int
+    #: The tenant's decayed usage row (locked); both None when the tenant has none yet.
+    decayed_unit_hours: float | None
+    as_of: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredGpu:
+    """A GPU as inventory last described it."""
+
+    gpu_uuid: str
+    node: str
+    model: str
+    memory_bytes: int
+    units: Decimal
+    health: str
+    labels: dict[str, str]
+    mig_enabled: bool
+    time_slice_ratio: int
+    partitions: list[dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredQuota:
+    """A tenant's limits (None = unlimited)."""
+
+    tenant_id: str
+    gpus: int | None
+    units_milli: int | None
+    workloads: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class FairShareInputs:
+    """Every tenant's decayed usage and shares, the tenants known, and the healthy capacity."""
+
+    capacity: Decimal
+    usage: tuple[tuple[str, float, datetime], ...]
+    shares: tuple[tuple[str, float], ...]
+    tenant_ids: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySnapshot:
+    """What a pass reads of policy in one snapshot: the fleet version, fair share and every quota."""
+
+    version: int
+    fair_share: FairShareInputs
+    quotas: tuple[StoredQuota, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitContext:
+    """What a submission decides on, in one snapshot: fair share, the quota, the budget stop, the queue."""
+
+    fair_share: FairShareInputs
+    #: None when the tenant has no quota row (unlimited).
+    quota: StoredQuota | None
+    #: Why new work is refused for the project this month, if it is.
+    stop: str | None
+    waiting: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDraft:
+    """A creation draft: its body so far, and the workload once submitted."""
+
+    draft_id: str
+    tenant_id: str
+    body: dict[str, Any]
+    workload_id: str | None
