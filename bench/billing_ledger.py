@@ -35,7 +35,7 @@ from bench.common import BenchEnv, cpu_seconds, emit, log
 from libs.common.bus import create_producer
 from libs.common.db import migrate, service_migrations
 from libs.common.events import encode, envelop, topics
-from libs.common.events.scheduler import AllocationItem, WorkloadEndedV1, WorkloadPlacedV1
+from libs.common.events.scheduler import AllocationItem, WorkloadEndedV1, WorkloadPlacedV1, WorkloadRunningV1
 from libs.devkit.broker import EmbeddedBroker
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -53,12 +53,18 @@ def _lifecycle(i: int) -> list[bytes]:
         kind="job",
         tags={"project": "bench"},
     )
+    # Charged from the host's running fact to its exit (billing's rule since the host facts).
+    running = WorkloadRunningV1(
+        workload_id=f"wl-{i}", tenant_id="acme", placement_id=f"p-{i}", node="n1", started_at=T0
+    )
+    end = T0 + timedelta(minutes=LINES_PER_WORKLOAD)
     ended = WorkloadEndedV1(
-        workload_id=f"wl-{i}", tenant_id="acme", placement_id=f"p-{i}", outcome="completed"
+        workload_id=f"wl-{i}", tenant_id="acme", placement_id=f"p-{i}", outcome="completed", ended_at=end
     )
     return [
         encode(envelop(placed, source="bench", time=T0)),
-        encode(envelop(ended, source="bench", time=T0 + timedelta(minutes=LINES_PER_WORKLOAD))),
+        encode(envelop(running, source="bench", time=T0)),
+        encode(envelop(ended, source="bench", time=end)),
     ]
 
 

@@ -23,7 +23,13 @@ def create_app(settings: BillingSettings | None = None) -> FastAPI:
     runtime = ServiceRuntime(
         settings=settings,
         migrations=service_migrations("billing"),
-        consumers=[ConsumerSpec("main", (topics.SCHEDULER, topics.TELEMETRY_SAMPLES), handlers(deps))],
+        # The node agent's topic too: the hosts' own running and exit facts, which reconciliation checks
+        # the ledger against, read without the scheduler in between.
+        consumers=[
+            ConsumerSpec(
+                "main", (topics.SCHEDULER, topics.NODE_AGENT, topics.TELEMETRY_SAMPLES), handlers(deps)
+            )
+        ],
         background=background_tasks(settings),
     )
     return create_service_app(

@@ -9,9 +9,11 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
+from services.billing.domain.host_facts import HostFact, HostFactKind
 from services.billing.domain.idle import IdleState
 from services.billing.domain.prices import PricingClass, ResourceKey
 from services.billing.domain.rating import Allocation, EndReason
+from services.billing.domain.reconciliation import FactKind, PlacementFact
 
 __all__ = ["AllocationRow", "AllocationStore"]
 
@@ -19,13 +21,21 @@ Conn: TypeAlias = "asyncpg.Connection[Any]"
 
 INSERT_ALLOCATION = (
     "INSERT INTO allocations (allocation_id, placement_id, workload_id, tenant_id, project, kind, gpu_model, "
-    "mig_profile, share_of, pricing_class, compute_units, gpus, tags, started_at, rated_until) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14) "
+    "mig_profile, share_of, pricing_class, compute_units, gpus, tags, started_at, rated_until, running) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, false) "
     "ON CONFLICT (allocation_id) DO NOTHING RETURNING 1"
+)
+#: Charging starts when the host runs the placement: from then on, once.
+START_PLACEMENT = (
+    "UPDATE allocations SET running = true, started_at = $2, rated_until = $2 "
+    "WHERE placement_id = $1 AND status = 'open' AND NOT running RETURNING allocation_id"
+)
+LOCK_WORKLOAD_OPEN = (
+    "SELECT * FROM allocations WHERE workload_id = $1 AND status = 'open' ORDER BY allocation_id FOR UPDATE"
 )
 LOCK_PLACEMENT = "SELECT * FROM allocations WHERE placement_id = $1 ORDER BY allocation_id FOR UPDATE"
 LOCK_DUE = (
-    "SELECT * FROM allocations WHERE status = 'open' AND rated_until < $1 "
+    "SELECT * FROM allocations WHERE status = 'open' AND running AND rated_until < $1 "
     "ORDER BY rated_until, allocation_id LIMIT $2 FOR UPDATE SKIP LOCKED"
 )
 SET_RATED = "UPDATE allocations SET rated_until = $2 WHERE allocation_id = $1"
@@ -42,8 +52,18 @@ FIRST_END_FACT = (
     "SELECT at, end_reason FROM lifecycle_facts "
     "WHERE placement_id = $1 AND kind = 'ended' ORDER BY at LIMIT 1"
 )
+FIRST_RUNNING_FACT = "SELECT min(at) FROM lifecycle_facts WHERE placement_id = $1 AND kind = 'running'"
 SELECT_FACTS = "SELECT kind, placement_id, at, end_reason FROM lifecycle_facts ORDER BY fact_id"
-SELECT_WORKLOAD = "SELECT tenant_id, kind FROM allocations WHERE workload_id = $1 AND status = 'open' LIMIT 1"
+INSERT_HOST_FACT = (
+    "INSERT INTO host_facts (kind, workload_id, tenant_id, placement_id, node, at, outcome, event_id) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING"
+)
+SELECT_HOST_FACTS = (
+    "SELECT kind, workload_id, tenant_id, placement_id, node, at, outcome FROM host_facts ORDER BY fact_id"
+)
+SELECT_WORKLOAD = (
+    "SELECT tenant_id, kind FROM allocations WHERE workload_id = $1 AND status = 'open' AND running LIMIT 1"
+)
 SELECT_IDLE = "SELECT * FROM idle_state WHERE workload_id = $1"
 UPSERT_IDLE = (
     "INSERT INTO idle_state (workload_id, tenant_id, idle_since, observed_until, warned_at, "
@@ -66,6 +86,7 @@ class AllocationRow:
     kind: str
     rated_until: datetime
     open: bool
+    running: bool  # the host runs it (charged from allocation.started_at); False: held, not yet charged
 
 
 class AllocationStore:
@@ -75,7 +96,8 @@ class AllocationStore:
         self._conn = conn
 
     async def open_allocation(self, *, allocation: Allocation, placement_id: str, kind: str) -> bool:
-        """Insert an open allocation; False when it already exists (a redelivered placement)."""
+        """Insert an open allocation, held but not running (nothing charged until ``start_placement``);
+        False when it already exists (a redelivered placement)."""
         a, r = allocation, allocation.resource
         return bool(
             await self._conn.fetchval(
@@ -97,9 +119,18 @@ class AllocationStore:
             )
         )
 
+    async def start_placement(self, placement_id: str, *, at: datetime) -> list[str]:
+        """Start charging a placement's open allocations that do not run yet, from `at`; returns the ids
+        started now (none when it runs already, has ended or is unknown)."""
+        return [r["allocation_id"] for r in await self._conn.fetch(START_PLACEMENT, placement_id, at)]
+
     async def lock_placement(self, placement_id: str) -> list[AllocationRow]:
         """A placement's allocations, locked until the transaction ends."""
         return [_allocation_row(r) for r in await self._conn.fetch(LOCK_PLACEMENT, placement_id)]
+
+    async def lock_open_of_workload(self, workload_id: str) -> list[AllocationRow]:
+        """Every open allocation of a workload (any placement), by id, locked until the transaction ends."""
+        return [_allocation_row(r) for r in await self._conn.fetch(LOCK_WORKLOAD_OPEN, workload_id)]
 
     async def lock_due(self, *, before: datetime, limit: int) -> list[AllocationRow]:
         """Open allocations rated short of `before`, skipping any another transaction holds."""
@@ -138,12 +169,54 @@ class AllocationStore:
         row = await self._conn.fetchrow(FIRST_END_FACT, placement_id)
         return (row["at"], EndReason(row["end_reason"])) if row else None
 
-    async def facts(self) -> list[asyncpg.Record]:
+    async def first_running(self, placement_id: str) -> datetime | None:
+        """The earliest running fact of a placement, if one arrived."""
+        at: datetime | None = await self._conn.fetchval(FIRST_RUNNING_FACT, placement_id)
+        return at
+
+    async def record_host_fact(self, *, event_id: str, fact: HostFact) -> None:
+        """Keep a node agent's report (once per placement, kind and instant)."""
+        await self._conn.execute(
+            INSERT_HOST_FACT,
+            fact.kind.value,
+            fact.workload_id,
+            fact.tenant_id,
+            fact.placement_id,
+            fact.node,
+            fact.at,
+            fact.outcome,
+            event_id,
+        )
+
+    async def host_facts(self) -> list[HostFact]:
+        """Every host fact, in arrival order (reconciliation)."""
+        return [
+            HostFact(
+                kind=HostFactKind(r["kind"]),
+                workload_id=r["workload_id"],
+                tenant_id=r["tenant_id"],
+                placement_id=r["placement_id"],
+                node=r["node"],
+                at=r["at"],
+                outcome=r["outcome"],
+            )
+            for r in await self._conn.fetch(SELECT_HOST_FACTS)
+        ]
+
+    async def facts(self) -> list[PlacementFact]:
         """Every lifecycle fact, in arrival order."""
-        return list(await self._conn.fetch(SELECT_FACTS))
+        return [
+            PlacementFact(
+                kind=FactKind(r["kind"]),
+                placement_id=r["placement_id"],
+                at=r["at"],
+                end_reason=EndReason(r["end_reason"]) if r["end_reason"] else None,
+            )
+            for r in await self._conn.fetch(SELECT_FACTS)
+        ]
 
     async def open_workload(self, workload_id: str) -> tuple[str, str] | None:
-        """(tenant, kind) of a workload with an open allocation."""
+        """(tenant, kind) of a workload with an open allocation that runs."""
         row = await self._conn.fetchrow(SELECT_WORKLOAD, workload_id)
         return (row["tenant_id"], row["kind"]) if row else None
 
@@ -199,4 +272,5 @@ def _allocation_row(r: asyncpg.Record) -> AllocationRow:
         kind=r["kind"],
         rated_until=r["rated_until"],
         open=r["status"] == "open",
+        running=r["running"],
     )

@@ -7,7 +7,11 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
-from services.billing.adapters.price_store import SELECT_PRICES
+from services.billing.adapters.price_store import SELECT_PRICES, price_entry
+from services.billing.domain.budgets import Budget, BudgetSpend, BudgetState
+from services.billing.domain.idle import IdleActionRecord
+from services.billing.domain.prices import StoredPrice
+from services.billing.domain.tags import FlaggedWorkload
 
 __all__ = ["budgets", "idle_actions", "prices", "tag_violations"]
 
@@ -26,21 +30,47 @@ SELECT_VIOLATIONS = (
 SELECT_IDLE_ACTIONS = "SELECT * FROM idle_actions WHERE ($1::text IS NULL OR tenant_id = $1) ORDER BY at"
 
 
-async def prices(conn: Conn) -> list[asyncpg.Record]:
+async def prices(conn: Conn) -> list[StoredPrice]:
     """Every price version, as stored."""
-    return list(await conn.fetch(SELECT_PRICES))
+    return [
+        StoredPrice(entry=price_entry(r), created_at=r["created_at"]) for r in await conn.fetch(SELECT_PRICES)
+    ]
 
 
-async def budgets(conn: Conn, *, tenant_id: str | None, month: str) -> list[asyncpg.Record]:
+async def budgets(conn: Conn, *, tenant_id: str | None, month: str) -> list[BudgetSpend]:
     """Budgets with their spend and crossed thresholds in `month`."""
-    return list(await conn.fetch(SELECT_BUDGETS, tenant_id, month))
+    return [_budget_spend(r, month) for r in await conn.fetch(SELECT_BUDGETS, tenant_id, month)]
 
 
-async def tag_violations(conn: Conn, *, tenant_id: str | None) -> list[asyncpg.Record]:
+async def tag_violations(conn: Conn, *, tenant_id: str | None) -> list[FlaggedWorkload]:
     """Workloads flagged for missing required tags, oldest first."""
-    return list(await conn.fetch(SELECT_VIOLATIONS, tenant_id))
+    return [
+        FlaggedWorkload(
+            workload_id=r["workload_id"],
+            placement_id=r["placement_id"],
+            tenant_id=r["tenant_id"],
+            missing=tuple(r["missing"]),
+            flagged_at=r["flagged_at"],
+        )
+        for r in await conn.fetch(SELECT_VIOLATIONS, tenant_id)
+    ]
 
 
-async def idle_actions(conn: Conn, *, tenant_id: str | None) -> list[asyncpg.Record]:
+async def idle_actions(conn: Conn, *, tenant_id: str | None) -> list[IdleActionRecord]:
     """Idle warnings and release requests, oldest first."""
-    return list(await conn.fetch(SELECT_IDLE_ACTIONS, tenant_id))
+    return [
+        IdleActionRecord(r["workload_id"], r["tenant_id"], r["stage"], r["idle_hours"], r["at"])
+        for r in await conn.fetch(SELECT_IDLE_ACTIONS, tenant_id)
+    ]
+
+
+def _budget_spend(r: asyncpg.Record, month: str) -> BudgetSpend:
+    budget = Budget(
+        tenant_id=r["tenant_id"],
+        project=r["project"],
+        limit_micro=r["limit_micro"],
+        thresholds=tuple(r["thresholds"]),
+        hard_stop=r["hard_stop"],
+    )
+    state = BudgetState(month=month, spent_micro=r["spent_micro"], crossed=frozenset(r["crossed"]))
+    return BudgetSpend(budget=budget, state=state)

@@ -8,6 +8,8 @@ from typing import Any, TypeAlias
 
 import asyncpg
 
+from services.billing.domain.entry_records import ChargeRecord
+from services.billing.domain.ledger import CostGroup, JournalEntry, Posting, ProjectBalance
 from services.billing.domain.prices import PricingClass, ResourceKey
 from services.billing.domain.spot import WorkloadUsage
 from services.billing.domain.tags import UNTAGGED
@@ -82,9 +84,17 @@ GROUP BY tenant_id ORDER BY tenant_id
 _NON_CRITICAL = {"non-critical", "noncritical", "low", "best-effort"}
 
 
-async def balances(conn: Conn, *, tenant_id: str | None) -> list[asyncpg.Record]:
+async def balances(conn: Conn, *, tenant_id: str | None) -> list[ProjectBalance]:
     """What each tenant project owes (debit balance of its receivable account)."""
-    return list(await conn.fetch(BALANCES, tenant_id))
+    return [
+        ProjectBalance(
+            tenant_id=r["tenant_id"],
+            project=r["project"],
+            balance_micro=r["balance_micro"],
+            entries=r["entries"],
+        )
+        for r in await conn.fetch(BALANCES, tenant_id)
+    ]
 
 
 async def charges(
@@ -97,26 +107,30 @@ async def charges(
     end: datetime,
     limit: int,
     offset: int,
-) -> list[asyncpg.Record]:
+) -> list[ChargeRecord]:
     """Charge lines and reversals, oldest first."""
-    return list(await conn.fetch(CHARGES, tenant_id, project, workload_id, start, end, limit, offset))
+    rows = await conn.fetch(CHARGES, tenant_id, project, workload_id, start, end, limit, offset)
+    return [_charge(r) for r in rows]
 
 
 async def entries_with_postings(
     conn: Conn, *, tenant_id: str | None, project: str | None, limit: int, offset: int
-) -> list[asyncpg.Record]:
+) -> list[JournalEntry]:
     """Journal entries with their postings."""
-    return list(await conn.fetch(ENTRIES, tenant_id, project, limit, offset))
+    return [_entry(r) for r in await conn.fetch(ENTRIES, tenant_id, project, limit, offset)]
 
 
 async def costs(
     conn: Conn, *, tenant_id: str | None, group_by: str, tag: str | None, start: datetime, end: datetime
-) -> list[asyncpg.Record]:
+) -> list[CostGroup]:
     """Amount and compute-unit-hours per group; every charge lands in exactly one group."""
     args: list[Any] = [tenant_id, start, end]
     if group_by == "tag":
         args.append(tag)
-    return list(await conn.fetch(COSTS[group_by], *args))
+    return [
+        CostGroup(key=r["key"], amount_micro=r["amount_micro"], compute_unit_hours=r["compute_unit_hours"])
+        for r in await conn.fetch(COSTS[group_by], *args)
+    ]
 
 
 async def spot_usages(conn: Conn, *, tenant_id: str, since: datetime) -> list[WorkloadUsage]:
@@ -148,3 +162,42 @@ async def decayed_usage(
     """Decayed compute-unit-hours per tenant as of `now` (usage older than 40 half-lives is ignored)."""
     rows = await conn.fetch(DECAYED, now, Decimal(half_life.total_seconds()), tenant_id)
     return {r["tenant_id"]: Decimal(r["value"]).quantize(Decimal("0.000001")) for r in rows}
+
+
+def _charge(r: asyncpg.Record) -> ChargeRecord:
+    return ChargeRecord(
+        entry_id=r["entry_id"],
+        source_event_id=r["source_event_id"],
+        at=r["at"],
+        tenant_id=r["tenant_id"],
+        project=r["project"],
+        allocation_id=r["allocation_id"],
+        workload_id=r["workload_id"],
+        resource=r["resource"],
+        pricing_class=r["pricing_class"],
+        period_start=r["period_start"],
+        period_end=r["period_end"],
+        basis=r["basis"],
+        quantity_hours=r["quantity_hours"],
+        compute_unit_hours=r["compute_unit_hours"],
+        price_id=r["price_id"],
+        micro_per_hour=r["micro_per_hour"],
+        amount_micro=r["amount_micro"],
+        reverses_entry_id=r["reverses_entry_id"],
+    )
+
+
+def _entry(r: asyncpg.Record) -> JournalEntry:
+    return JournalEntry(
+        entry_id=r["entry_id"],
+        source_event_id=r["source_event_id"],
+        at=r["at"],
+        description=r["description"],
+        tenant_id=r["tenant_id"],
+        project=r["project"],
+        postings=tuple(
+            Posting(account=p["account"], debit_micro=p["debit_micro"], credit_micro=p["credit_micro"])
+            for p in r["postings"]
+        ),
+        reverses_entry_id=r["reverses_entry_id"],
+    )

@@ -8,7 +8,7 @@ import asyncpg
 
 from services.billing.domain.prices import PriceBasis, PriceEntry, PriceList, PricingClass, ResourceKey
 
-__all__ = ["SELECT_PRICES", "PriceStore"]
+__all__ = ["SELECT_PRICES", "PriceStore", "price_entry"]
 
 Conn: TypeAlias = "asyncpg.Connection[Any]"
 
@@ -28,7 +28,7 @@ class PriceStore:
 
     async def price_list(self) -> PriceList:
         """Every price version."""
-        return PriceList.of(_price(r) for r in await self._conn.fetch(SELECT_PRICES))
+        return PriceList.of(price_entry(r) for r in await self._conn.fetch(SELECT_PRICES))
 
     async def add(self, entry: PriceEntry) -> bool:
         """Insert a new version; False when one already takes effect at that instant."""
@@ -49,7 +49,8 @@ class PriceStore:
         )
 
 
-def _price(r: asyncpg.Record) -> PriceEntry:
+def price_entry(r: asyncpg.Record) -> PriceEntry:
+    """The price version a row of ``prices`` holds."""
     return PriceEntry(
         price_id=r["price_id"],
         resource=ResourceKey(gpu_model=r["gpu_model"], mig_profile=r["mig_profile"], share_of=r["share_of"]),

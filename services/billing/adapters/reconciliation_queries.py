@@ -1,4 +1,5 @@
-"""Reconciliation against the database: usage rebuilt from the stored lifecycle facts versus the ledger.
+"""Reconciliation against the database: the ledger versus usage rebuilt from billing's own records, and
+versus the hosts' running and exit facts (the independent check, services/billing/domain/host_facts.py).
 
 Closed allocations are recomputed in full; an open one up to the instant it is rated to (accrual
 keeps that within one interval of now), so the check is exact at any time, not only when idle.
@@ -14,17 +15,29 @@ import asyncpg
 
 from services.billing.adapters.allocation_store import AllocationRow, AllocationStore
 from services.billing.adapters.price_store import PriceStore
+from services.billing.domain.host_facts import BilledAllocation, HostReconciliation, check_against_hosts
 from services.billing.domain.ledger import JournalEntry, Posting
-from services.billing.domain.rating import ChargeLine, EndReason
-from services.billing.domain.reconciliation import FactKind, LifecycleFact, Reconciliation, compare, recompute
+from services.billing.domain.rating import ChargeLine
+from services.billing.domain.reconciliation import (
+    FactKind,
+    LifecycleFact,
+    PlacementFact,
+    Reconciliation,
+    compare,
+    recompute,
+)
 
-__all__ = ["reconcile_ledger"]
+__all__ = ["check_hosts", "reconcile_ledger"]
 
 ALL_ENTRIES = (
     "SELECT entry_id, source_event_id, at, tenant_id, project, description, reverses_entry_id "
     "FROM journal_entries"
 )
 ALL_POSTINGS = "SELECT entry_id, account, debit_micro, credit_micro FROM postings"
+#: Net charges per allocation: charges plus their (negative) reversals.
+NET_BY_ALLOCATION = (
+    "SELECT allocation_id, sum(amount_micro) AS net FROM journal_entries GROUP BY allocation_id"
+)
 
 
 async def reconcile_ledger(
@@ -34,9 +47,9 @@ async def reconcile_ledger(
     store = AllocationStore(conn)
     prices = await PriceStore(conn).price_list()
     rows = await store.all_allocations()
-    facts_by_placement: defaultdict[str, list[asyncpg.Record]] = defaultdict(list)
+    facts_by_placement: defaultdict[str, list[PlacementFact]] = defaultdict(list)
     for fact in await store.facts():
-        facts_by_placement[fact["placement_id"]].append(fact)
+        facts_by_placement[fact.placement_id].append(fact)
     groups: defaultdict[datetime, list[LifecycleFact]] = defaultdict(list)
     for row in rows:
         as_of = now if not row.open else row.rated_until
@@ -47,22 +60,46 @@ async def reconcile_ledger(
     return compare(lines=lines, entries=await _entries(conn))
 
 
-def _facts(row: AllocationRow, facts: list[asyncpg.Record]) -> list[LifecycleFact]:
+async def check_hosts(conn: asyncpg.Connection[Any], *, interval: timedelta) -> HostReconciliation:
+    """Compare each placement's ledger charges with what the hosts' facts make it owe (same snapshot)."""
+    store = AllocationStore(conn)
+    prices = await PriceStore(conn).price_list()
+    net = {r["allocation_id"]: int(r["net"]) for r in await conn.fetch(NET_BY_ALLOCATION)}
+    billed = [
+        BilledAllocation(
+            allocation=row.allocation,
+            placement_id=row.placement_id,
+            running=row.running,
+            open=row.open,
+            rated_until=row.rated_until,
+            ledger_micro=net.get(row.allocation.allocation_id, 0),
+        )
+        for row in await store.all_allocations()
+    ]
+    return check_against_hosts(
+        allocations=billed, host_facts=await store.host_facts(), prices=prices, interval=interval
+    )
+
+
+def _facts(row: AllocationRow, facts: list[PlacementFact]) -> list[LifecycleFact]:
+    """A running allocation charged from its start to its first end fact; one never run owes nothing."""
+    if not row.running:
+        return []
     allocation_id = row.allocation.allocation_id
-    out = []
+    start = LifecycleFact(
+        kind=FactKind.RUNNING,
+        allocation_id=allocation_id,
+        at=row.allocation.started_at,
+        allocation=row.allocation,
+    )
+    out = [start]
     for f in facts:
-        if f["kind"] == "placed":
-            out.append(
-                LifecycleFact(
-                    kind=FactKind.PLACED, allocation_id=allocation_id, at=f["at"], allocation=row.allocation
-                )
-            )
-        else:  # an end before the start charges nothing, as metering clamps it
-            at = max(f["at"], row.allocation.started_at)
-            reason = EndReason(f["end_reason"])
-            out.append(
-                LifecycleFact(kind=FactKind.ENDED, allocation_id=allocation_id, at=at, end_reason=reason)
-            )
+        if f.kind is not FactKind.ENDED:
+            continue
+        at = max(f.at, row.allocation.started_at)  # an end before the start charges nothing, as metering
+        if (reason := f.end_reason) is None:
+            raise ValueError(f"the end fact of placement {f.placement_id} has no reason")
+        out.append(LifecycleFact(kind=FactKind.ENDED, allocation_id=allocation_id, at=at, end_reason=reason))
     return out
 
 

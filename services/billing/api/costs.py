@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 
 from libs.common.auth import Caller, tenant_filter
 from libs.common.http import Unprocessable
+from libs.common.http.errors import error_responses
 from services.billing.adapters import ledger_queries
 from services.billing.api.params import End, Start, TenantQ, window
 
@@ -16,7 +17,7 @@ __all__ = ["router"]
 router = APIRouter(tags=["ledger"])
 
 
-@router.get("/v1/costs")
+@router.get("/v1/costs", responses=error_responses(403))
 async def cost_analysis(
     request: Request,
     caller: Caller,
@@ -38,7 +39,7 @@ async def cost_analysis(
         end=hi,
     )
     groups = [
-        {"key": r["key"], "amount_micro": r["amount_micro"], "compute_unit_hours": r["compute_unit_hours"]}
-        for r in rows
+        {"key": g.key, "amount_micro": g.amount_micro, "compute_unit_hours": g.compute_unit_hours}
+        for g in rows
     ]
     return {"group_by": group_by, "total_micro": sum(g["amount_micro"] for g in groups), "groups": groups}

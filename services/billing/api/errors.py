@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from libs.common.http import Conflict, NotFound, Unprocessable
-from services.billing.domain.prices import RetroactivePriceError
+from services.billing.domain.prices import PriceCollisionError, RetroactivePriceError
 
 __all__ = ["invalid_price", "no_budget", "price_exists", "retroactive_price"]
 
@@ -16,6 +16,11 @@ def invalid_price(exc: ValueError) -> Unprocessable:
 def retroactive_price(exc: RetroactivePriceError) -> Unprocessable:
     """A price change that would take effect in the past."""
     return Unprocessable("a price change may not take effect in the past", field="effective_from")
+
+
+def price_collides(exc: PriceCollisionError) -> Conflict:
+    """Another price version of the same resource and class takes effect at that instant."""
+    return Conflict(str(exc), field="effective_from")
 
 
 def price_exists() -> Conflict:

@@ -2,28 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Request
 
 from libs.common.auth import Caller, tenant_filter
+from libs.common.http.errors import error_responses
 from services.billing.adapters import ledger_queries
 from services.billing.api.params import End, Limit, Offset, Start, TenantQ, window
+from services.billing.domain.ledger import JournalEntry
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["ledger"])
 
 
-@router.get("/v1/balances")
+@router.get("/v1/balances", responses=error_responses(403))
 async def list_balances(request: Request, caller: Caller, tenant_id: TenantQ = None) -> list[dict[str, Any]]:
     rows = await ledger_queries.balances(
         request.app.state.runtime.pool, tenant_id=tenant_filter(caller, tenant_id)
     )
-    return [dict(r) for r in rows]
+    return [asdict(b) for b in rows]
 
 
-@router.get("/v1/charges")
+@router.get("/v1/charges", responses=error_responses(403))
 async def list_charges(
     request: Request,
     caller: Caller,
@@ -46,10 +49,10 @@ async def list_charges(
         limit=limit,
         offset=offset,
     )
-    return [dict(r) for r in rows]
+    return [asdict(c) for c in rows]
 
 
-@router.get("/v1/ledger/entries")
+@router.get("/v1/ledger/entries", responses=error_responses(403))
 async def list_entries(
     request: Request,
     caller: Caller,
@@ -65,4 +68,20 @@ async def list_entries(
         limit=limit,
         offset=offset,
     )
-    return [dict(r) for r in rows]
+    return [_entry(e) for e in rows]
+
+
+def _entry(e: JournalEntry) -> dict[str, Any]:
+    return {
+        "entry_id": e.entry_id,
+        "source_event_id": e.source_event_id,
+        "at": e.at,
+        "tenant_id": e.tenant_id,
+        "project": e.project,
+        "description": e.description,
+        "reverses_entry_id": e.reverses_entry_id,
+        "postings": [
+            {"account": p.account, "debit_micro": p.debit_micro, "credit_micro": p.credit_micro}
+            for p in e.postings
+        ],
+    }

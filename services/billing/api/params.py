@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Protocol, runtime_checkable
 
-from fastapi import Query, Request
+from fastapi import Path, Query, Request
+from pydantic import AfterValidator
 
 from libs.common.auth import tenant_filter
 from libs.common.auth.principal import Principal
-from libs.common.http import Unprocessable
+from libs.common.http import PROJECT_NAME_RULE, Offset, Unprocessable, valid_project_name
+from services.billing.domain.tags import UNTAGGED
 from services.billing.service.loops import MeteringSettings
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "End",
     "Limit",
     "Offset",
+    "Project",
     "Start",
     "TenantQ",
     "api_settings",
@@ -30,7 +33,23 @@ Start = Annotated[datetime | None, Query(description="Inclusive start (ISO 8601 
 End = Annotated[datetime | None, Query(description="Exclusive end (ISO 8601 with offset).")]
 TenantQ = Annotated[str | None, Query(description="Admins: the tenant to act for; tenants: their own.")]
 Limit = Annotated[int, Query(ge=1, le=10_000)]
-Offset = Annotated[int, Query(ge=0)]
+
+
+def _project_name(name: str) -> str:
+    if name != UNTAGGED and not valid_project_name(name):
+        raise ValueError(f"a project name is {PROJECT_NAME_RULE} (or {UNTAGGED!r}, the untagged charges)")
+    return name
+
+
+Project = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=63,
+        description=f"Project name: {PROJECT_NAME_RULE}; {UNTAGGED!r} holds the charges without one.",
+    ),
+    AfterValidator(_project_name),
+]
 
 
 @runtime_checkable

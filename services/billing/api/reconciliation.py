@@ -1,4 +1,5 @@
-"""Reconciliation API: the whole ledger against usage recomputed from the lifecycle facts."""
+"""Reconciliation API: the whole ledger against usage recomputed from billing's lifecycle facts, and
+against the hosts' own running and exit facts, per placement (the independent check)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from libs.common.auth import Admin
-from services.billing.adapters.reconciliation_queries import reconcile_ledger
+from services.billing.adapters.reconciliation_queries import check_hosts, reconcile_ledger
 from services.billing.api.params import api_settings
+from services.billing.domain.host_facts import PlacementCheck
 
 __all__ = ["router"]
 
@@ -22,14 +24,21 @@ async def reconciliation(request: Request, _: Admin) -> dict[str, Any]:
         request.app.state.runtime.pool.acquire() as conn,
         conn.transaction(isolation="repeatable_read"),
     ):
-        result = await reconcile_ledger(
-            conn, now=datetime.now(UTC), interval=api_settings(request).rating_interval
-        )
+        interval = api_settings(request).rating_interval
+        result = await reconcile_ledger(conn, now=datetime.now(UTC), interval=interval)
+        hosts = await check_hosts(conn, interval=interval)
+    differing = hosts.differences
     return {
-        "equal": result.equal,
+        "equal": result.equal and hosts.equal,
         "differences": [_diff(d) for d in result.differences],
         "missing_keys": list(result.missing_keys[:100]),
         "unexpected_keys": list(result.unexpected_keys[:100]),
+        "hosts": {
+            "equal": hosts.equal,
+            "placements_checked": len(hosts.checked),
+            "difference_micro": sum(c.difference_micro for c in differing),
+            "placements": [_placement(c) for c in differing[:100]],
+        },
     }
 
 
@@ -39,4 +48,24 @@ def _diff(d: Any) -> dict[str, Any]:
         "project": d.project,
         "expected_micro": d.expected_micro,
         "ledger_micro": d.ledger_micro,
+    }
+
+
+def _placement(c: PlacementCheck) -> dict[str, Any]:
+    def iso(at: datetime | None) -> str | None:
+        return None if at is None else at.astimezone(UTC).isoformat()
+
+    return {
+        "placement_id": c.placement_id,
+        "workload_id": c.workload_id,
+        "tenant_id": c.tenant_id,
+        "project": c.project,
+        "host_started_at": iso(c.host_started_at),
+        "host_ended_at": iso(c.host_ended_at),
+        "end_basis": c.end_basis.value,
+        "billed_started_at": iso(c.billed_started_at),
+        "billed_ended_at": iso(c.billed_ended_at),
+        "expected_micro": c.expected_micro,
+        "ledger_micro": c.ledger_micro,
+        "difference_micro": c.difference_micro,
     }

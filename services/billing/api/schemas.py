@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 from datetime import date, datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from libs.common.http import BIGINT_MAX, PROJECT_NAME_RULE, valid_project_name
 from services.billing.adapters.export_queries import ExportFormat
 from services.billing.domain.budgets import DEFAULT_THRESHOLDS
 from services.billing.domain.prices import PriceBasis, PricingClass
+from services.billing.domain.tags import PROJECT
 
 __all__ = ["BudgetIn", "PriceIn", "ScheduleIn", "TagPolicyIn", "TenantTagsIn"]
+
+
+def _printable(text: str) -> str:
+    if not text.isprintable():
+        raise ValueError("must not hold control or other non-printable characters")
+    return text
+
+
+TenantId = Annotated[str | None, Field(max_length=63, description="Admins: the tenant to act for.")]
+TagKey = Annotated[str, Field(min_length=1, max_length=63), AfterValidator(_printable)]
+TagValue = Annotated[str, Field(max_length=256), AfterValidator(_printable)]
 
 
 class ScheduleIn(BaseModel):
@@ -20,7 +34,7 @@ class ScheduleIn(BaseModel):
 
     format: ExportFormat = Field(default="parquet", description="csv, jsonl or parquet.")
     first_day: date | None = Field(default=None, description="First UTC day to export; default yesterday.")
-    tenant_id: str | None = Field(default=None, description="Admins: the tenant to act for.")
+    tenant_id: TenantId = None
 
 
 class PriceIn(BaseModel):
@@ -34,7 +48,7 @@ class PriceIn(BaseModel):
     share_of: int | None = Field(default=None, ge=2, le=64)
     pricing_class: PricingClass
     basis: PriceBasis
-    micro_per_hour: int = Field(ge=0, description="Micro-currency per basis-unit-hour.")
+    micro_per_hour: int = Field(ge=0, le=BIGINT_MAX, description="Micro-currency per basis-unit-hour.")
     effective_from: datetime
     effective_to: datetime | None = None
 
@@ -44,10 +58,10 @@ class BudgetIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    limit_micro: int = Field(gt=0, description="Monthly limit, micro-currency.")
+    limit_micro: int = Field(gt=0, le=BIGINT_MAX, description="Monthly limit, micro-currency (int64).")
     thresholds: list[int] = Field(default=list(DEFAULT_THRESHOLDS), min_length=1, max_length=10)
     hard_stop: bool = Field(default=False, description="At 100% ask the scheduler to refuse new work.")
-    tenant_id: str | None = Field(default=None, description="Admins: the tenant to act for.")
+    tenant_id: TenantId = None
 
     @field_validator("thresholds")
     @classmethod
@@ -63,13 +77,13 @@ class TagPolicyIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     required: list[str] = Field(max_length=50)
-    tenant_id: str | None = None
+    tenant_id: TenantId = None
 
     @field_validator("required")
     @classmethod
     def _keys(cls, value: list[str]) -> list[str]:
-        if any(not k.strip() or len(k) > 100 for k in value):
-            raise ValueError("tag keys must be non-empty and at most 100 characters")
+        if any(not k.strip() or len(k) > 100 or not k.isprintable() for k in value):
+            raise ValueError("tag keys must be non-empty, printable and at most 100 characters")
         return value
 
 
@@ -78,5 +92,16 @@ class TenantTagsIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tags: dict[str, str] = Field(max_length=50)
-    tenant_id: str | None = None
+    tags: dict[TagKey, TagValue] = Field(
+        max_length=50,
+        description=f"At most 50; keys 1-63 and values up to 256 printable characters; "
+        f"a {PROJECT!r} value is a project name ({PROJECT_NAME_RULE}).",
+    )
+    tenant_id: TenantId = None
+
+    @field_validator("tags")
+    @classmethod
+    def _project_is_a_name(cls, value: dict[str, str]) -> dict[str, str]:
+        if PROJECT in value and not valid_project_name(value[PROJECT]):
+            raise ValueError(f"the {PROJECT!r} tag must be a project name: {PROJECT_NAME_RULE}")
+        return value

@@ -8,23 +8,24 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from libs.common.auth import Caller
+from libs.common.http.errors import error_responses
 from services.billing.adapters import ledger_queries
-from services.billing.adapters.price_store import PriceStore
 from services.billing.api.params import TenantQ, api_settings, one_tenant
 from services.billing.domain.spot import spot_report
+from services.billing.service.unit_of_work import billing_uow
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["configuration"])
 
 
-@router.get("/v1/spot-advice")
+@router.get("/v1/spot-advice", responses=error_responses(403))
 async def spot_advice(request: Request, caller: Caller, tenant_id: TenantQ = None) -> dict[str, Any]:
     tenant = one_tenant(caller, tenant_id)
     now = datetime.now(UTC)
     since = now - timedelta(days=api_settings(request).spot_window_days)
-    async with request.app.state.runtime.uow() as uow:
-        prices = await PriceStore(uow.conn).price_list()
+    async with billing_uow(request.app.state.runtime) as uow:
+        prices = await uow.prices.price_list()
         usages = await ledger_queries.spot_usages(uow.conn, tenant_id=tenant, since=since)
     report = spot_report(tenant_id=tenant, usages=usages, prices=prices, at=now)
     return {

@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from libs.common.auth import Admin, Caller, tenant_filter
+from libs.common.http.errors import error_responses
 from services.billing.adapters import ledger_queries
 from services.billing.api.params import TenantQ, api_settings
 from services.billing.service.loops import publish_decayed_usage
@@ -17,7 +18,7 @@ __all__ = ["router"]
 router = APIRouter(tags=["configuration"])
 
 
-@router.get("/v1/usage/decayed")
+@router.get("/v1/usage/decayed", responses=error_responses(403))
 async def get_decayed_usage(request: Request, caller: Caller, tenant_id: TenantQ = None) -> dict[str, Any]:
     half_life = timedelta(hours=api_settings(request).usage_half_life_h)
     usage = await ledger_queries.decayed_usage(

@@ -9,6 +9,7 @@ __all__ = [
     "DEFAULT_THRESHOLDS",
     "Budget",
     "BudgetDecision",
+    "BudgetSpend",
     "BudgetState",
     "apply_charge",
     "month_of",
@@ -41,6 +42,14 @@ class BudgetState:
     month: str
     spent_micro: int = 0
     crossed: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetSpend:
+    """A budget with its spend and crossed thresholds in one month (`state.month`)."""
+
+    budget: Budget
+    state: BudgetState
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,7 +10,7 @@ from decimal import Decimal
 from services.billing.domain.ledger import JournalEntry, post_charge, post_charges, reverse
 from services.billing.domain.rating import ChargeLine
 
-__all__ = ["EntryRecord", "record_for_charge", "record_for_reversal", "records_for_charges"]
+__all__ = ["ChargeRecord", "EntryRecord", "record_for_charge", "record_for_reversal", "records_for_charges"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +30,30 @@ class EntryRecord:
     price_id: str
     micro_per_hour: int
     amount_micro: int  # change of the receivable: negative on a reversal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChargeRecord:
+    """A charge or reversal as the ledger lists it: its entry's keys and charge attributes, no postings."""
+
+    entry_id: str
+    source_event_id: str
+    at: datetime
+    tenant_id: str
+    project: str
+    allocation_id: str
+    workload_id: str
+    resource: str
+    pricing_class: str
+    period_start: datetime
+    period_end: datetime
+    basis: str
+    quantity_hours: Decimal
+    compute_unit_hours: Decimal
+    price_id: str
+    micro_per_hour: int
+    amount_micro: int  # negative on a reversal
+    reverses_entry_id: str | None
 
 
 def record_for_charge(line: ChargeLine) -> EntryRecord:

@@ -11,7 +11,15 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-__all__ = ["IdleAction", "IdleDecision", "IdlePolicy", "IdleState", "UtilisationRollup", "evaluate_idle"]
+__all__ = [
+    "IdleAction",
+    "IdleActionRecord",
+    "IdleDecision",
+    "IdlePolicy",
+    "IdleState",
+    "UtilisationRollup",
+    "evaluate_idle",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,6 +56,17 @@ class IdleAction(StrEnum):
 
     WARN = "warn"
     RELEASE = "release"
+
+
+@dataclass(frozen=True, slots=True)
+class IdleActionRecord:
+    """One warning or release request as kept (once per workload, stage and time)."""
+
+    workload_id: str
+    tenant_id: str
+    stage: str
+    idle_hours: float
+    at: datetime
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

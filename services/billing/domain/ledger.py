@@ -6,14 +6,17 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from services.billing.domain.prices import PricingClass
 from services.billing.domain.rating import ChargeLine
 
 __all__ = [
+    "CostGroup",
     "JournalEntry",
     "LedgerRow",
     "Posting",
+    "ProjectBalance",
     "UnbalancedEntryError",
     "balances",
     "ledger_rows",
@@ -72,6 +75,25 @@ class LedgerRow:
     credit_micro: int
     description: str
     reverses_entry_id: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProjectBalance:
+    """What one tenant project owes over its whole ledger, and how many entries make it up."""
+
+    tenant_id: str
+    project: str
+    balance_micro: int
+    entries: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CostGroup:
+    """The charges of one group (a project, team, model, day or tag value): amount and usage."""
+
+    key: str
+    amount_micro: int
+    compute_unit_hours: Decimal
 
 
 def receivable_account(*, tenant_id: str, project: str) -> str:

@@ -10,6 +10,7 @@ from enum import StrEnum
 
 __all__ = [
     "PriceBasis",
+    "PriceCollisionError",
     "PriceEntry",
     "PriceList",
     "PriceNotFoundError",
@@ -17,6 +18,7 @@ __all__ = [
     "PricingClass",
     "ResourceKey",
     "RetroactivePriceError",
+    "StoredPrice",
 ]
 
 
@@ -93,12 +95,24 @@ class PriceEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StoredPrice:
+    """A price version as the price list keeps it: the entry and when it was added."""
+
+    entry: PriceEntry
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PriceSegment:
     """A stretch of time [start, end) during which one price entry is in force."""
 
     start: datetime
     end: datetime
     entry: PriceEntry
+
+
+class PriceCollisionError(ValueError):
+    """Two price versions of one resource and pricing class would take effect at the same instant."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +126,11 @@ class PriceList:
         for entry in self.entries:
             slot = (entry.resource, entry.pricing_class, entry.effective_from)
             if slot in seen:
-                raise ValueError(f"two prices take effect at the same instant: {entry.price_id}")
+                label, at = entry.resource.label(), entry.effective_from.isoformat()
+                raise PriceCollisionError(
+                    f"a {entry.pricing_class.value} price for {label} already takes effect at {at} "
+                    f"(the same instant as {entry.price_id!r})"
+                )
             seen.add(slot)
 
     @classmethod

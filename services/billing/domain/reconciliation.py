@@ -16,6 +16,7 @@ __all__ = [
     "Difference",
     "FactKind",
     "LifecycleFact",
+    "PlacementFact",
     "Reconciliation",
     "allocations_from_facts",
     "compare",
@@ -40,6 +41,16 @@ class LifecycleFact:
     allocation_id: str
     at: datetime
     allocation: Allocation | None = None
+    end_reason: EndReason | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlacementFact:
+    """A lifecycle fact of a placement as received and kept: placed, or ended with its reason."""
+
+    kind: FactKind
+    placement_id: str
+    at: datetime
     end_reason: EndReason | None = None
 
 

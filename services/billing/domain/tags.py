@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "PROJECT",
     "TEAM",
     "UNTAGGED",
+    "FlaggedWorkload",
     "RequiredTagPolicy",
     "TagViolation",
     "Tagged",
@@ -51,6 +53,17 @@ class TagViolation:
     tenant_id: str
     workload_id: str
     missing: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlaggedWorkload:
+    """A placement flagged for missing required tags, as kept for the tenant to see."""
+
+    workload_id: str
+    placement_id: str
+    tenant_id: str
+    missing: tuple[str, ...]
+    flagged_at: datetime
 
 
 def effective_tags(*, tenant_defaults: Mapping[str, str], workload_tags: Mapping[str, str]) -> dict[str, str]:

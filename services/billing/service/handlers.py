@@ -1,62 +1,49 @@
-"""Event handlers: lifecycle facts into allocations and charges, telemetry rollups into idle reclaim."""
+"""Event handlers: lifecycle facts into allocations and charges, the hosts' own reports kept for
+reconciliation, telemetry rollups into idle reclaim."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal, Protocol
+from typing import Literal, TypeAlias
 
 from libs.common.bus.handlers import HandlerContext, Handlers
-from libs.common.db.uow import UnitOfWork
+from libs.common.events.agent import MigrationStepV1, WorkloadExitedV1, WorkloadStartedV1
 from libs.common.events.billing import IdleReclaimV1
-from libs.common.events.scheduler import WorkloadEndedV1, WorkloadMigratingV1, WorkloadPlacedV1
+from libs.common.events.scheduler import WorkloadEndedV1, WorkloadPlacedV1, WorkloadRunningV1
 from libs.common.events.telemetry import NodeRollupV1
-from services.billing.adapters.allocation_store import AllocationStore
-from services.billing.adapters.policy_store import PolicyStore
-from services.billing.domain.idle import IdleAction, IdlePolicy, IdleState, UtilisationRollup, evaluate_idle
+from services.billing.adapters.unit_of_work import PostgresBillingUnitOfWork
+from services.billing.domain.host_facts import HostFact, HostFactKind
+from services.billing.domain.idle import IdleAction, IdlePolicy, UtilisationRollup, evaluate_idle
 from services.billing.domain.placements import HeldDevice, Placement
 from services.billing.domain.prices import PricingClass
 from services.billing.domain.rating import EndReason
 from services.billing.domain.tags import RequiredTagPolicy, check_required, effective_tags
-from services.billing.service.metering import MeteringConfig, close_placement, open_placement
+from services.billing.service.metering import MeteringConfig, close_placement, open_placement, start_placement
+from services.billing.service.unit_of_work import BillingUnitOfWork
 
-__all__ = ["BillingDeps", "IdleStates", "handlers"]
+__all__ = ["BillingDeps", "Context", "handlers"]
 
 _MINUTE = timedelta(minutes=1)
 
 
-class IdleStates(Protocol):
-    """What idle reclaim reads and writes (AllocationStore; FakeAllocationStore in unit tests)."""
-
-    async def open_workload(self, workload_id: str) -> tuple[str, str] | None: ...
-
-    async def idle_state(self, workload_id: str) -> IdleState: ...
-
-    async def save_idle(self, *, workload_id: str, tenant_id: str, state: IdleState) -> None: ...
-
-    async def record_idle_action(
-        self, *, workload_id: str, tenant_id: str, stage: str, idle_hours: float, at: datetime
-    ) -> None: ...
-
-
-def _sql_idle_states(uow: UnitOfWork) -> IdleStates:
-    return AllocationStore(uow.conn)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BillingDeps:
-    """What the handlers need besides the unit of work: metering and idle configuration, the idle store."""
+    """What the handlers need besides the unit of work: metering and idle configuration."""
 
     metering: MeteringConfig
     idle: IdlePolicy
-    idle_states: Callable[[UnitOfWork], IdleStates] = _sql_idle_states
 
 
-async def on_workload_placed(event: WorkloadPlacedV1, ctx: HandlerContext[BillingDeps]) -> None:
-    """Open the placement's allocations at the event's time; flag missing required tags."""
+#: What every handler of billing gets: its deps and billing's unit of work.
+Context: TypeAlias = HandlerContext[BillingDeps, BillingUnitOfWork]
+
+
+async def on_workload_placed(event: WorkloadPlacedV1, ctx: Context) -> None:
+    """Hold the placement's allocations (priced at the event's time, charged once it runs); flag missing
+    required tags."""
     at = ctx.envelope.time
-    policies = PolicyStore(ctx.uow.conn)
+    policies = ctx.uow.policies
     tags = effective_tags(
         tenant_defaults=await policies.tenant_tags(event.tenant_id), workload_tags=event.tags
     )
@@ -92,33 +79,73 @@ async def on_workload_placed(event: WorkloadPlacedV1, ctx: HandlerContext[Billin
     )
 
 
-async def on_workload_ended(event: WorkloadEndedV1, ctx: HandlerContext[BillingDeps]) -> None:
-    """Close the placement at the event's time and post its final charges."""
+async def on_workload_running(event: WorkloadRunningV1, ctx: Context) -> None:
+    """Charge the placement from when its host started it; a workload that moved here stops being
+    charged where it was at that same instant."""
+    await start_placement(
+        ctx.uow,
+        workload_id=event.workload_id,
+        placement_id=event.placement_id,
+        at=event.started_at or ctx.envelope.time,  # an older scheduler's event: its envelope time
+        event_id=ctx.envelope.id,
+        config=ctx.deps.metering,
+    )
+
+
+async def on_workload_ended(event: WorkloadEndedV1, ctx: Context) -> None:
+    """Close the placement at the end's own time (the host's exit, or the scheduler's cancel or
+    preemption), not when the event was written, and post its final charges."""
     if not event.placement_id:
         return  # cancelled while queued: never placed, nothing to charge (and no fact to keep)
+    if event.outcome == "migrated":
+        return  # charged on until the workload runs on its new placement (that start closes this one)
     await close_placement(
         ctx.uow,
+        workload_id=event.workload_id,
         placement_id=event.placement_id,
-        at=ctx.envelope.time,
+        at=event.ended_at or ctx.envelope.time,  # an older scheduler's event: its envelope time
         reason=EndReason(event.outcome),
         event_id=ctx.envelope.id,
         config=ctx.deps.metering,
     )
 
 
-async def on_workload_migrating(event: WorkloadMigratingV1, ctx: HandlerContext[BillingDeps]) -> None:
-    """Close the placement being left; the new one is charged from its own placed event."""
-    await close_placement(
-        ctx.uow,
-        placement_id=event.from_placement_id,
-        at=ctx.envelope.time,
-        reason=EndReason.MIGRATED,
-        event_id=ctx.envelope.id,
-        config=ctx.deps.metering,
+async def on_host_started(event: WorkloadStartedV1, ctx: Context) -> None:
+    """Keep the host's report that a placement runs (the independent side of reconciliation)."""
+    await _keep_host_fact(event, ctx, kind=HostFactKind.RUNNING, outcome=None)
+
+
+async def on_host_migration_step(event: MigrationStepV1, ctx: Context) -> None:
+    """The last step of a move is the host running the workload on its new placement."""
+    if event.phase == "running":
+        await _keep_host_fact(event, ctx, kind=HostFactKind.RUNNING, outcome=None)
+
+
+async def on_host_exited(event: WorkloadExitedV1, ctx: Context) -> None:
+    """Keep the host's report that a placement's process ended."""
+    await _keep_host_fact(event, ctx, kind=HostFactKind.EXITED, outcome=event.outcome)
+
+
+async def _keep_host_fact(
+    event: WorkloadStartedV1 | MigrationStepV1 | WorkloadExitedV1,
+    ctx: Context,
+    *,
+    kind: HostFactKind,
+    outcome: str | None,
+) -> None:
+    fact = HostFact(
+        kind=kind,
+        workload_id=event.workload_id,
+        tenant_id=event.tenant_id,
+        placement_id=event.placement_id,
+        node=event.node,
+        at=event.at or ctx.envelope.time,  # an older agent: its envelope, written at the fact
+        outcome=outcome,
     )
+    await ctx.uow.allocations.record_host_fact(event_id=ctx.envelope.id, fact=fact)
 
 
-async def on_node_rollup(event: NodeRollupV1, ctx: HandlerContext[BillingDeps]) -> None:
+async def on_node_rollup(event: NodeRollupV1, ctx: Context) -> None:
     """Fold one minute of per-GPU utilisation into each running instance's idle state."""
     busiest: dict[str, float] = {}
     for gpu in event.gpus:
@@ -130,10 +157,8 @@ async def on_node_rollup(event: NodeRollupV1, ctx: HandlerContext[BillingDeps]) 
         await _observe(ctx, workload_id=workload_id, window=(event.minute, event.minute + _MINUTE), util=util)
 
 
-async def _observe(
-    ctx: HandlerContext[BillingDeps], *, workload_id: str, window: tuple[datetime, datetime], util: float
-) -> None:
-    store = ctx.deps.idle_states(ctx.uow)
+async def _observe(ctx: Context, *, workload_id: str, window: tuple[datetime, datetime], util: float) -> None:
+    store = ctx.uow.allocations
     known = await store.open_workload(workload_id)
     if known is None or known[1] != "instance":
         return  # only running instances are reclaimed; jobs end by themselves
@@ -167,12 +192,16 @@ def _idle_hours(since: datetime | None, until: datetime | None) -> float:
     return round((until - since).total_seconds() / 3600, 4)
 
 
-def handlers(deps: BillingDeps) -> Handlers[BillingDeps]:
-    """The main consumer's handlers: lifecycle facts into charges, rollups into idle reclaim."""
+def handlers(deps: BillingDeps) -> Handlers[BillingDeps, PostgresBillingUnitOfWork]:
+    """The main consumer's handlers: lifecycle facts into charges, the hosts' reports kept, rollups
+    into idle reclaim."""
     return (
-        Handlers(deps)
+        Handlers(deps, uow=PostgresBillingUnitOfWork)
         .on(WorkloadPlacedV1, on_workload_placed)
+        .on(WorkloadRunningV1, on_workload_running)
         .on(WorkloadEndedV1, on_workload_ended)
-        .on(WorkloadMigratingV1, on_workload_migrating)
+        .on(WorkloadStartedV1, on_host_started)
+        .on(MigrationStepV1, on_host_migration_step)
+        .on(WorkloadExitedV1, on_host_exited)
         .on(NodeRollupV1, on_node_rollup)
     )

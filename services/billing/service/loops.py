@@ -15,6 +15,7 @@ from services.billing.adapters.export_queries import ExportRequest, write_export
 from services.billing.adapters.export_schedule_store import ExportScheduleStore
 from services.billing.adapters.ledger_queries import decayed_usage
 from services.billing.service.metering import MeteringConfig, accrue
+from services.billing.service.unit_of_work import billing_uow
 
 __all__ = [
     "LoopSettings",
@@ -67,7 +68,7 @@ async def accrue_all(runtime: ServiceRuntime, *, now: datetime, config: Metering
     """Rate every open allocation up to `now`, one batch per transaction; returns allocations rated."""
     total = 0
     while True:
-        async with runtime.uow() as uow:
+        async with billing_uow(runtime) as uow:
             rated = await accrue(uow, now=now, config=config)
             await uow.commit()
         total += rated
@@ -77,7 +78,7 @@ async def accrue_all(runtime: ServiceRuntime, *, now: datetime, config: Metering
 
 async def publish_decayed_usage(runtime: ServiceRuntime, *, now: datetime, half_life: timedelta) -> int:
     """Emit one UsageDecayedV1 per tenant with usage; returns how many."""
-    async with runtime.uow() as uow:
+    async with billing_uow(runtime) as uow:
         usage = await decayed_usage(uow.conn, now=now, half_life=half_life, tenant_id=None)
         for tenant_id, value in usage.items():
             event = UsageDecayedV1(

@@ -1,8 +1,11 @@
 """Metering inside one unit of work: open, accrue and close allocations, post charges, evaluate budgets.
 
-Charging runs from the placement (when GPUs are held) to the end fact. Times are the facts' own
-(the envelope time), never the wall clock, except for accrual which rates open allocations up to now.
-An end that lands before what accrual already rated reverses the overrun and re-rates the final
+A placement's allocations are held from its placement, but charged only from the host's running fact
+(``WorkloadRunningV1.started_at``) to its end fact (``WorkloadEndedV1.ended_at``, the host's exit or the
+scheduler's cancel or preemption). Times are the facts' own, never the wall clock, except for accrual
+which rates running allocations up to now. A workload that moves stops being charged where it was at the
+instant it runs on its new placement (or ends there without running), so a move leaves no gap and no
+overlap. An end that lands before what accrual already rated reverses the overrun and re-rates the final
 partial period, so the ledger always equals usage recomputed from the facts.
 """
 
@@ -12,19 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from libs.common.db.uow import UnitOfWork
 from libs.common.events.billing import BudgetThresholdCrossedV1
-from services.billing.adapters.allocation_store import AllocationRow, AllocationStore
-from services.billing.adapters.budget_store import BudgetStore
-from services.billing.adapters.ledger_store import LedgerStore
-from services.billing.adapters.price_store import PriceStore
+from services.billing.adapters.allocation_store import AllocationRow
 from services.billing.domain.budgets import BudgetState, apply_charge, month_of
 from services.billing.domain.entry_records import EntryRecord, record_for_reversal, records_for_charges
 from services.billing.domain.placements import Placement, allocations_for
 from services.billing.domain.prices import PriceList
 from services.billing.domain.rating import EndReason, close, floor_to_grid, rate
+from services.billing.service.unit_of_work import BillingUnitOfWork
 
-__all__ = ["MeteringConfig", "accrue", "close_placement", "open_placement", "post"]
+__all__ = ["MeteringConfig", "accrue", "close_placement", "open_placement", "post", "start_placement"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,43 +37,82 @@ class MeteringConfig:
 
 
 async def open_placement(
-    uow: UnitOfWork, *, placement: Placement, kind: str, at: datetime, event_id: str, config: MeteringConfig
+    uow: BillingUnitOfWork,
+    *,
+    placement: Placement,
+    kind: str,
+    at: datetime,
+    event_id: str,
+    config: MeteringConfig,
 ) -> None:
-    """Open the placement's allocations at `at` (nothing rated yet); close them if its end came first."""
-    store = AllocationStore(uow.conn)
-    await store.record_fact(event_id=event_id, kind="placed", placement_id=placement.placement_id, at=at)
-    prices = await PriceStore(uow.conn).price_list()
+    """Hold the placement's allocations from `at`, charging nothing until the host runs it; apply the
+    running and end facts that came before it."""
+    store, placement_id = uow.allocations, placement.placement_id
+    await store.record_fact(event_id=event_id, kind="placed", placement_id=placement_id, at=at)
+    prices = await uow.prices.price_list()
     for allocation in allocations_for(placement=placement, prices=prices, at=at):
-        await store.open_allocation(allocation=allocation, placement_id=placement.placement_id, kind=kind)
-    early_end = await store.first_end(placement.placement_id)
+        await store.open_allocation(allocation=allocation, placement_id=placement_id, kind=kind)
+    early_run = await store.first_running(placement_id)
+    if early_run is not None:
+        await _start(
+            uow,
+            workload_id=placement.workload_id,
+            placement_id=placement_id,
+            at=early_run,
+            event_id=event_id,
+            config=config,
+        )
+    early_end = await store.first_end(placement_id)
     if early_end is not None:
-        await _close_rows(uow, placement.placement_id, at=early_end[0], reason=early_end[1], config=config)
+        await _close_rows(uow, placement_id, at=early_end[0], reason=early_end[1], config=config)
+
+
+async def start_placement(
+    uow: BillingUnitOfWork,
+    *,
+    workload_id: str,
+    placement_id: str,
+    at: datetime,
+    event_id: str,
+    config: MeteringConfig,
+) -> None:
+    """Charge a placement from `at`, when its host runs it (once); the placement a workload moved away
+    from is closed at that same instant."""
+    await uow.allocations.record_fact(event_id=event_id, kind="running", placement_id=placement_id, at=at)
+    await _start(
+        uow, workload_id=workload_id, placement_id=placement_id, at=at, event_id=event_id, config=config
+    )
 
 
 async def close_placement(
-    uow: UnitOfWork,
+    uow: BillingUnitOfWork,
     *,
+    workload_id: str,
     placement_id: str,
     at: datetime,
     reason: EndReason,
     event_id: str,
     config: MeteringConfig,
 ) -> None:
-    """Close a placement's open allocations at `at`, rating the final partial period in this transaction."""
-    store = AllocationStore(uow.conn)
+    """Close a placement's open allocations at `at`, rating the final partial period in this transaction
+    (nothing when it never ran); a placement the workload moved away from ends there too."""
+    store = uow.allocations
     await store.record_fact(
         event_id=event_id, kind="ended", placement_id=placement_id, at=at, end_reason=reason
     )
     await _close_rows(uow, placement_id, at=at, reason=reason, config=config)
+    await _close_left(
+        uow, workload_id=workload_id, keep=placement_id, at=at, event_id=event_id, config=config
+    )
 
 
-async def accrue(uow: UnitOfWork, *, now: datetime, config: MeteringConfig) -> int:
+async def accrue(uow: BillingUnitOfWork, *, now: datetime, config: MeteringConfig) -> int:
     """Rate one batch of open allocations up to the last grid tick; returns how many were rated."""
-    store = AllocationStore(uow.conn)
+    store = uow.allocations
     rows = await store.lock_due(before=floor_to_grid(now, interval=config.interval), limit=config.batch)
     if not rows:
         return 0
-    prices = await PriceStore(uow.conn).price_list()
+    prices = await uow.prices.price_list()
     records: list[EntryRecord] = []
     for row in rows:
         target = min(now, row.rated_until + config.max_span)
@@ -90,9 +129,9 @@ async def accrue(uow: UnitOfWork, *, now: datetime, config: MeteringConfig) -> i
     return len(rows)
 
 
-async def post(uow: UnitOfWork, records: Sequence[EntryRecord]) -> list[EntryRecord]:
+async def post(uow: BillingUnitOfWork, records: Sequence[EntryRecord]) -> list[EntryRecord]:
     """Post entries (new ones only) and evaluate the budgets of the projects they touch."""
-    fresh = await LedgerStore(uow.conn).post(records)
+    fresh = await uow.ledger.post(records)
     groups: dict[tuple[str, str], list[EntryRecord]] = {}
     for record in fresh:
         groups.setdefault((record.entry.tenant_id, record.entry.project), []).append(record)
@@ -101,22 +140,62 @@ async def post(uow: UnitOfWork, records: Sequence[EntryRecord]) -> list[EntryRec
     return fresh
 
 
-async def _close_rows(
-    uow: UnitOfWork, placement_id: str, *, at: datetime, reason: EndReason, config: MeteringConfig
+async def _start(
+    uow: BillingUnitOfWork,
+    *,
+    workload_id: str,
+    placement_id: str,
+    at: datetime,
+    event_id: str,
+    config: MeteringConfig,
 ) -> None:
-    store = AllocationStore(uow.conn)
+    if not await uow.allocations.start_placement(placement_id, at=at):
+        return  # runs already, has ended, or is not placed yet (its placed event starts it then)
+    await _close_left(
+        uow, workload_id=workload_id, keep=placement_id, at=at, event_id=event_id, config=config
+    )
+
+
+async def _close_left(
+    uow: BillingUnitOfWork,
+    *,
+    workload_id: str,
+    keep: str,
+    at: datetime,
+    event_id: str,
+    config: MeteringConfig,
+) -> None:
+    """Close at `at` every other open placement of the workload held since before `at`: those it moved
+    away from (a workload runs in one place at a time). One instant ends the one and starts the other."""
+    rows = await uow.allocations.lock_open_of_workload(workload_id)
+    left = sorted({r.placement_id for r in rows if r.placement_id != keep and r.allocation.started_at <= at})
+    for placement_id in left:
+        await uow.allocations.record_fact(
+            event_id=event_id, kind="ended", placement_id=placement_id, at=at, end_reason=EndReason.MIGRATED
+        )
+        await _close_rows(uow, placement_id, at=at, reason=EndReason.MIGRATED, config=config)
+
+
+async def _close_rows(
+    uow: BillingUnitOfWork, placement_id: str, *, at: datetime, reason: EndReason, config: MeteringConfig
+) -> None:
+    store = uow.allocations
     rows = [r for r in await store.lock_placement(placement_id) if r.open]
     if not rows:
         return
-    prices = await PriceStore(uow.conn).price_list()
+    prices = await uow.prices.price_list()
     records: list[EntryRecord] = []
     for row in rows:
+        if not row.running:  # held but never run: closed, nothing owed
+            end = max(at, row.allocation.started_at)
+            await store.close(close(row.allocation, at=end, reason=reason), rated_until=end)
+            continue
         records.extend(await _final_records(uow, row, at=at, reason=reason, prices=prices, config=config))
     await post(uow, records)
 
 
 async def _final_records(
-    uow: UnitOfWork,
+    uow: BillingUnitOfWork,
     row: AllocationRow,
     *,
     at: datetime,
@@ -129,7 +208,7 @@ async def _final_records(
     records: list[EntryRecord] = []
     lower = row.rated_until
     if lower > end:  # accrual ran past the end: undo those charges, then rate up to the end
-        overrun = await LedgerStore(uow.conn).live_charges_after(allocation.allocation_id, end)
+        overrun = await uow.ledger.live_charges_after(allocation.allocation_id, end)
         records.extend(
             record_for_reversal(r, reason=f"charged past the {reason.value} end", at=end) for r in overrun
         )
@@ -137,14 +216,14 @@ async def _final_records(
     closed = close(allocation, at=end, reason=reason)
     rating = rate(allocation=closed, rated_until=lower, now=end, prices=prices, interval=config.interval)
     records.extend(records_for_charges(rating.lines))
-    await AllocationStore(uow.conn).close(closed, rated_until=end)
+    await uow.allocations.close(closed, rated_until=end)
     return records
 
 
 async def _evaluate_budget(
-    uow: UnitOfWork, *, tenant_id: str, project: str, records: list[EntryRecord]
+    uow: BillingUnitOfWork, *, tenant_id: str, project: str, records: list[EntryRecord]
 ) -> None:
-    budgets = BudgetStore(uow.conn)
+    budgets = uow.budgets
     budget = await budgets.budget(tenant_id, project)
     states: dict[str, BudgetState] = {}
     for record in records:
@@ -160,6 +239,9 @@ async def _evaluate_budget(
         )
         states[month] = decision.state
         for threshold in decision.newly_crossed:
+            # One charge can cross several thresholds: the stop rides on the highest, so the scheduler's
+            # refusal names the threshold that stopped the project (100 %), not the first one passed.
+            stops = decision.hard_stop and threshold == decision.newly_crossed[-1]
             event = BudgetThresholdCrossedV1(
                 tenant_id=tenant_id,
                 project=project,
@@ -167,7 +249,7 @@ async def _evaluate_budget(
                 threshold_pct=threshold,
                 spend_micros=decision.state.spent_micro,
                 budget_micros=budget.limit_micro,
-                hard_stop=decision.hard_stop,
+                hard_stop=stops,
             )
             await uow.emit(event, tenant=tenant_id)
     for state in states.values():

@@ -11,7 +11,8 @@ from typing import SupportsInt, cast
 import asyncpg
 
 from libs.common.events import Envelope, envelop
-from libs.common.events.scheduler import AllocationItem, WorkloadEndedV1, WorkloadPlacedV1
+from libs.common.events.agent import WorkloadExitedV1, WorkloadStartedV1
+from libs.common.events.scheduler import AllocationItem, WorkloadEndedV1, WorkloadPlacedV1, WorkloadRunningV1
 from tests.integration.support import Isolation
 
 
@@ -28,6 +29,7 @@ def placed(
     pricing_class: str = "on_demand",
     kind: str = "job",
     tags: dict[str, str] | None = None,
+    workload: str | None = None,
 ) -> Envelope:
     items = [
         AllocationItem(
@@ -40,7 +42,7 @@ def placed(
         for i in range(gpus)
     ]
     payload = WorkloadPlacedV1(
-        workload_id=f"wl-{placement_id}",
+        workload_id=workload or f"wl-{placement_id}",
         tenant_id=tenant,
         placement_id=placement_id,
         node="node-1",
@@ -52,14 +54,73 @@ def placed(
     return envelop(payload, source="test", tenant=tenant, time=at)
 
 
-def ended(placement_id: str, *, at: datetime, tenant: str = "acme", outcome: str = "completed") -> Envelope:
+def started(
+    placement_id: str,
+    *,
+    at: datetime,
+    tenant: str = "acme",
+    sent: datetime | None = None,
+    workload: str | None = None,
+) -> Envelope:
+    """The scheduler's WorkloadRunningV1: the host started it at `at` (sent then, unless `sent`)."""
+    payload = WorkloadRunningV1(
+        workload_id=workload or f"wl-{placement_id}",
+        tenant_id=tenant,
+        placement_id=placement_id,
+        node="node-1",
+        started_at=at,
+    )
+    return envelop(payload, source="test", tenant=tenant, time=sent or at)
+
+
+def ended(
+    placement_id: str,
+    *,
+    at: datetime,
+    tenant: str = "acme",
+    outcome: str = "completed",
+    ended_at: datetime | None = None,
+    workload: str | None = None,
+) -> Envelope:
+    """The scheduler's WorkloadEndedV1, sent at `at`; `ended_at` None is an older scheduler's event (no
+    end time of its own: billing takes the envelope's)."""
     payload = WorkloadEndedV1(
-        workload_id=f"wl-{placement_id}",
+        workload_id=workload or f"wl-{placement_id}",
         tenant_id=tenant,
         placement_id=placement_id,
         outcome=outcome,  # type: ignore[arg-type]
+        ended_at=ended_at,
     )
     return envelop(payload, source="test", tenant=tenant, time=at)
+
+
+def host_started(
+    placement_id: str, *, at: datetime, tenant: str = "acme", workload: str | None = None
+) -> Envelope:
+    """The node agent's own report that the host started the placement at `at`."""
+    payload = WorkloadStartedV1(
+        workload_id=workload or f"wl-{placement_id}",
+        tenant_id=tenant,
+        placement_id=placement_id,
+        node="node-1",
+        at=at,
+    )
+    return envelop(payload, source="/gpucloud/node-agent", time=at)
+
+
+def host_exited(
+    placement_id: str, *, at: datetime, tenant: str = "acme", outcome: str = "completed"
+) -> Envelope:
+    """The node agent's own report that the placement's process ended at `at`."""
+    payload = WorkloadExitedV1(
+        workload_id=f"wl-{placement_id}",
+        tenant_id=tenant,
+        placement_id=placement_id,
+        node="node-1",
+        outcome=outcome,  # type: ignore[arg-type]
+        at=at,
+    )
+    return envelop(payload, source="/gpucloud/node-agent", time=at)
 
 
 def expected_micro(*, units: int, seconds: Sequence[int], micro_per_unit_hour: int) -> int:

@@ -12,7 +12,15 @@ import httpx
 
 from libs.common.events import topics
 from libs.devkit.broker import free_port
-from tests.integration.billing.helpers import ended, expected_micro, fetchval, placed
+from tests.integration.billing.helpers import (
+    ended,
+    expected_micro,
+    fetchval,
+    host_exited,
+    host_started,
+    placed,
+    started,
+)
 from tests.integration.bus_fixtures import publish
 from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
 
@@ -36,10 +44,13 @@ async def _count(iso: Isolation, sql: str) -> int:
 async def test_billing_killed_mid_burst_and_restarted_ledger_equals_recomputed_usage(
     isolation: Isolation,
 ) -> None:
-    burst = []
+    burst, reports = [], []
+    end = T0 + timedelta(minutes=MINUTES)
     for i in range(WORKLOADS):
-        burst += [placed(f"k{i}", at=T0), ended(f"k{i}", at=T0 + timedelta(minutes=MINUTES))]
+        burst += [placed(f"k{i}", at=T0), started(f"k{i}", at=T0), ended(f"k{i}", at=end, ended_at=end)]
+        reports += [host_started(f"k{i}", at=T0), host_exited(f"k{i}", at=end)]
     await publish(isolation, burst, topic=topics.SCHEDULER)
+    await publish(isolation, reports, topic=topics.NODE_AGENT)
     port = free_port()
     first = _start(isolation, port)
     try:
@@ -68,7 +79,13 @@ async def test_billing_killed_mid_burst_and_restarted_ledger_equals_recomputed_u
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(timeout=20)
-    assert recon == {"equal": True, "differences": [], "missing_keys": [], "unexpected_keys": []}
+    assert recon == {
+        "equal": True,
+        "differences": [],
+        "missing_keys": [],
+        "unexpected_keys": [],
+        "hosts": {"equal": True, "placements_checked": WORKLOADS, "difference_micro": 0, "placements": []},
+    }
     per_workload = expected_micro(units=8, seconds=[60] * MINUTES, micro_per_unit_hour=500_000)
     total = await fetchval(isolation, "SELECT sum(amount_micro) FROM journal_entries")
     assert total == WORKLOADS * per_workload
@@ -76,7 +93,8 @@ async def test_billing_killed_mid_burst_and_restarted_ledger_equals_recomputed_u
 
 
 async def _all_closed(iso: Isolation) -> bool:
-    return await _count(iso, "SELECT count(*) FROM allocations WHERE status = 'closed'") == WORKLOADS
+    closed = await _count(iso, "SELECT count(*) FROM allocations WHERE status = 'closed'")
+    return closed == WORKLOADS and await _count(iso, "SELECT count(*) FROM host_facts") == 2 * WORKLOADS
 
 
 async def _reconcile(client: httpx.AsyncClient) -> dict[str, object] | None:

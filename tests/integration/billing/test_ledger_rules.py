@@ -14,7 +14,15 @@ from libs.common.events.telemetry import GpuRollup, NodeRollupV1
 from services.billing.app import create_app
 from services.billing.domain.rating import floor_to_grid
 from services.billing.settings import BillingSettings
-from tests.integration.billing.helpers import ended, expected_micro, fetchval, ledger_total, placed
+from tests.integration.billing.helpers import (
+    ended,
+    expected_micro,
+    fetchval,
+    host_started,
+    ledger_total,
+    placed,
+    started,
+)
 from tests.integration.bus_fixtures import publish
 from tests.integration.support import ADMIN_HEADERS, Isolation, TopicReader, eventually, running
 
@@ -62,8 +70,14 @@ async def test_end_after_accrual_reverses_the_overrun_crosses_budgets_and_idle_i
             "/v1/budgets/vision", json={"tenant_id": "acme", "limit_micro": full}, headers=ADMIN_HEADERS
         )
         assert budget.status_code == 200
-        await publish(isolation, [placed("p1", at=t0, kind="instance")], topic=topics.SCHEDULER)
-        await eventually(lambda: fetchval(isolation, "SELECT count(*) FROM allocations"), what="placement")
+        await publish(
+            isolation, [placed("p1", at=t0, kind="instance"), started("p1", at=t0)], topic=topics.SCHEDULER
+        )
+        await publish(isolation, [host_started("p1", at=t0)], topic=topics.NODE_AGENT)
+        await eventually(
+            lambda: fetchval(isolation, "SELECT count(*) FROM allocations WHERE running"), what="running"
+        )
+        await eventually(lambda: fetchval(isolation, "SELECT count(*) FROM host_facts"), what="host's report")
         rated = await client.post("/v1/admin/accrual", headers=ADMIN_HEADERS)
         assert rated.json() == {"rated": 1}
         assert await ledger_total(isolation, "acme", "vision") > full  # ten minutes, more than it will owe
