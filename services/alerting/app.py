@@ -13,7 +13,7 @@ from services.alerting.api import delivery as api_delivery
 from services.alerting.api import rules as api_rules
 from services.alerting.service.delivery_worker import DeliveryWorker
 from services.alerting.service.evaluator import Evaluator
-from services.alerting.service.handlers import AlertingDeps, handlers
+from services.alerting.service.handlers import handlers
 from services.alerting.settings import AlertingSettings
 
 __all__ = ["create_app"]
@@ -31,7 +31,7 @@ def create_app(settings: AlertingSettings | None = None) -> FastAPI:
             ConsumerSpec(
                 "signals",
                 (topics.TELEMETRY_FAULTS, topics.BILLING, topics.RECOVERY),
-                handlers(AlertingDeps()),
+                handlers(),
             )
         ],
         background=[("evaluator", evaluator.run), ("delivery", delivery.run)],

@@ -20,18 +20,26 @@ CLAIM_SEEDING = (
     "UPDATE config_meta SET defaults_seeded = true, version = version + 1 "
     "WHERE id = 1 AND NOT defaults_seeded RETURNING 1"
 )
-LIST_RULES = "SELECT spec FROM rules WHERE ($1::text IS NULL OR owner_tenant = $1) ORDER BY name"
+# A rule is (owner_tenant, name): names are unique per tenant, NULL being the global rules' owner
+# (migration 0002, a unique index with NULLS NOT DISTINCT).
+LIST_RULES = (
+    "SELECT spec FROM rules WHERE ($1::text IS NULL OR owner_tenant = $1) "
+    "ORDER BY name, owner_tenant NULLS FIRST"
+)
 LIST_VISIBLE_RULES = "SELECT spec FROM rules WHERE owner_tenant IS NULL OR owner_tenant = $1 ORDER BY name"
-GET_RULE = "SELECT spec FROM rules WHERE name = $1"
+GET_RULE = "SELECT spec FROM rules WHERE name = $1 AND owner_tenant IS NOT DISTINCT FROM $2"
+LIST_RULES_NAMED = "SELECT spec FROM rules WHERE name = $1 ORDER BY owner_tenant NULLS FIRST"
 INSERT_RULE = (
     "INSERT INTO rules (name, owner_tenant, spec) VALUES ($1, $2, $3) "
-    "ON CONFLICT (name) DO NOTHING RETURNING 1"
+    "ON CONFLICT (name, owner_tenant) DO NOTHING RETURNING 1"
 )
 UPSERT_RULE = (
-    "INSERT INTO rules (name, owner_tenant, spec) VALUES ($1, $2, $3) ON CONFLICT (name) DO UPDATE "
-    "SET owner_tenant = EXCLUDED.owner_tenant, spec = EXCLUDED.spec, updated_at = now()"
+    "INSERT INTO rules (name, owner_tenant, spec) VALUES ($1, $2, $3) "
+    "ON CONFLICT (name, owner_tenant) DO UPDATE SET spec = EXCLUDED.spec, updated_at = now()"
 )
-DELETE_RULE = "DELETE FROM rules WHERE name = $1"
+DELETE_RULE = "DELETE FROM rules WHERE name = $1 AND owner_tenant IS NOT DISTINCT FROM $2"
+# Held to the end of the transaction: who checks that a name is free writes it before the next looks.
+LOCK_RULE_NAME = "SELECT pg_advisory_xact_lock(hashtext('gpucloud.alerting.rule.' || $1))"
 GET_TREE = "SELECT routing_tree FROM config_meta WHERE id = 1"
 SET_TREE = "UPDATE config_meta SET routing_tree = $1 WHERE id = 1"
 LIST_SILENCES = (
@@ -137,10 +145,16 @@ class ConfigStore:
             Rule.model_validate(r["spec"]) for r in await self._conn.fetch(LIST_VISIBLE_RULES, tenant)
         )
 
-    async def rule(self, name: str) -> Rule | None:
-        """One rule by name."""
-        spec = await self._conn.fetchval(GET_RULE, name)
+    async def rule(self, name: str, *, owner: str | None) -> Rule | None:
+        """One rule by owner (None: the global rule) and name."""
+        spec = await self._conn.fetchval(GET_RULE, name, owner)
         return None if spec is None else Rule.model_validate(spec)
+
+    async def rules_named(self, name: str, *, lock: bool = False) -> tuple[Rule, ...]:
+        """Every owner's rule of this name, the global one first; `lock` holds the name until commit."""
+        if lock:
+            await self._conn.execute(LOCK_RULE_NAME, name)
+        return tuple(Rule.model_validate(r["spec"]) for r in await self._conn.fetch(LIST_RULES_NAMED, name))
 
     async def add_rule(self, rule: Rule) -> bool:
         """Insert; False when the name is taken."""
@@ -150,12 +164,12 @@ class ConfigStore:
         return added is not None
 
     async def put_rule(self, rule: Rule) -> None:
-        """Insert or replace."""
+        """Insert or replace the rule of the same owner and name."""
         await self._conn.execute(UPSERT_RULE, rule.name, rule.owner_tenant, rule.model_dump(mode="json"))
 
-    async def delete_rule(self, name: str) -> None:
+    async def delete_rule(self, name: str, *, owner: str | None) -> None:
         """Delete a rule (its alerts resolve at the evaluator's next reload)."""
-        await self._conn.execute(DELETE_RULE, name)
+        await self._conn.execute(DELETE_RULE, name, owner)
 
     async def tree(self, *, default_receiver: str) -> RoutingTree:
         """The routing tree."""

@@ -13,27 +13,40 @@ from services.alerting.domain.grouping import Notification
 __all__ = ["Claimed", "DeliveryStore"]
 
 CLAIM_DUE = """
-UPDATE notifications n
-   SET lease_until = now() + make_interval(secs => $2),
-       first_attempt_at = COALESCE(n.first_attempt_at, now())
- WHERE n.id IN (
-       SELECT p.id FROM notifications p
-        WHERE p.status = 'pending' AND p.next_attempt_at <= now()
-          AND (p.lease_until IS NULL OR p.lease_until < now())
-          -- one group's notifications go out in order: a resolve never overtakes its trigger
-          AND NOT EXISTS (SELECT 1 FROM notifications o
-                           WHERE o.group_key = p.group_key AND o.status = 'pending'
-                             AND (o.created_at, o.id) < (p.created_at, p.id))
-        ORDER BY p.next_attempt_at
-        LIMIT $1
-          FOR UPDATE SKIP LOCKED)
-RETURNING n.id, n.receiver, n.payload, n.attempts, n.first_attempt_at
-"""
-LOG_ATTEMPT = (
-    "INSERT INTO delivery_attempts "
-    "(notification_id, receiver, attempt, status_code, outcome, error, duration_ms) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7)"
+WITH c AS (
+    UPDATE notifications n
+       SET lease_until = now() + make_interval(secs => $2),
+           first_attempt_at = COALESCE(n.first_attempt_at, now()),
+           attempts = n.attempts + 1
+     WHERE n.id IN (
+           SELECT p.id FROM notifications p
+            WHERE p.status = 'pending' AND p.next_attempt_at <= now()
+              AND (p.lease_until IS NULL OR p.lease_until < now())
+              -- one group's notifications go out in order: a resolve never overtakes its trigger
+              AND NOT EXISTS (SELECT 1 FROM notifications o
+                               WHERE o.group_key = p.group_key AND o.status = 'pending'
+                                 AND (o.created_at, o.id) < (p.created_at, p.id))
+            ORDER BY p.next_attempt_at
+            LIMIT $1
+              FOR UPDATE SKIP LOCKED)
+    RETURNING n.id, n.receiver, n.payload, n.attempts, n.first_attempt_at
+), logged AS (
+    -- In the log before the request goes out, so an attempt whose outcome is never recorded still shows.
+    INSERT INTO delivery_attempts (notification_id, receiver, attempt, outcome, duration_ms)
+    SELECT id, receiver, attempts, 'sending', 0 FROM c
 )
+SELECT id, receiver, payload, attempts - 1 AS attempts, first_attempt_at FROM c
+"""
+#: The outcome of the attempt the claim logged as 'sending' (inserted when the claim predates that).
+LOG_ATTEMPT = """
+WITH u AS (
+    UPDATE delivery_attempts SET status_code = $4, outcome = $5, error = $6, duration_ms = $7, at = now()
+     WHERE notification_id = $1 AND attempt = $3 AND outcome = 'sending'
+    RETURNING id
+)
+INSERT INTO delivery_attempts (notification_id, receiver, attempt, status_code, outcome, error, duration_ms)
+SELECT $1, $2, $3, $4, $5, $6, $7 WHERE NOT EXISTS (SELECT 1 FROM u)
+"""
 MARK_DELIVERED = (
     "UPDATE notifications SET status = 'delivered', attempts = $2, delivered_at = now(), "
     "lease_until = NULL, last_error = NULL WHERE id = $1"
@@ -119,7 +132,7 @@ class DeliveryStore:
         error: str | None,
         duration_ms: float,
     ) -> None:
-        """Append to the delivery log."""
+        """Record the outcome of the attempt in the delivery log."""
         await self._conn.execute(
             LOG_ATTEMPT,
             claimed.notification.id,

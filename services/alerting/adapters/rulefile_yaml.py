@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
+from libs.common.yaml_safe import DEFAULT_LIMITS, load
 from services.alerting.domain.promrules import rules_from_document
 from services.alerting.domain.rules import Rule
 
-__all__ = ["parse_rule_file", "to_yaml"]
+__all__ = ["RULE_FILE_LIMITS", "parse_rule_file", "parse_rule_file_async", "to_yaml"]
+
+RULE_FILE_LIMITS = DEFAULT_LIMITS
 
 
 def to_yaml(document: Mapping[str, Any]) -> str:
@@ -19,5 +23,10 @@ def to_yaml(document: Mapping[str, Any]) -> str:
 
 
 def parse_rule_file(text: str) -> tuple[Rule, ...]:
-    """Read rules back from rule-file YAML; ValueError lists every structural problem found."""
-    return rules_from_document(yaml.safe_load(text))
+    """Read rules back from rule-file YAML; ValueError (YamlRefused for the YAML itself) names the problem."""
+    return rules_from_document(load(text, limits=RULE_FILE_LIMITS))
+
+
+async def parse_rule_file_async(text: str) -> tuple[Rule, ...]:
+    """`parse_rule_file` in a worker thread: a large rule file never holds up the event loop."""
+    return await asyncio.to_thread(parse_rule_file, text)

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from libs.common.auth import Caller, Principal, tenant_filter
 from libs.common.http import NotFound, Unprocessable
+from libs.common.http.errors import error_responses
 from libs.common.runtime import ServiceRuntime
 from services.alerting.adapters.alert_queries import AlertOut, active_alerts, alert_history
 from services.alerting.adapters.config_store import ConfigStore
@@ -18,6 +19,7 @@ from services.alerting.api.errors import domain_error
 from services.alerting.api.schemas import SilenceIn, SilenceOut
 from services.alerting.domain.matchers import Matcher, MatchOp
 from services.alerting.domain.silences import Silence
+from services.alerting.service.unit_of_work import alerting_uow
 
 __all__ = ["router"]
 
@@ -30,7 +32,7 @@ def _runtime(request: Request) -> ServiceRuntime:
     return runtime
 
 
-@router.get("/v1/alerts")
+@router.get("/v1/alerts", responses=error_responses(403))
 async def list_alerts(
     request: Request, caller: Caller, tenant: str | None = None, limit: Limit = 500
 ) -> list[AlertOut]:
@@ -38,7 +40,7 @@ async def list_alerts(
         return await active_alerts(conn, tenant=tenant_filter(caller, tenant), limit=limit)
 
 
-@router.get("/v1/alerts/history")
+@router.get("/v1/alerts/history", responses=error_responses(403))
 async def history(
     request: Request,
     caller: Caller,
@@ -88,8 +90,8 @@ async def create_silence(body: SilenceIn, request: Request, caller: Caller) -> S
         )
     except ValidationError as exc:
         raise domain_error(exc) from None
-    async with _runtime(request).uow() as uow:
-        store = ConfigStore(uow.conn)
+    async with alerting_uow(_runtime(request)) as uow:
+        store = uow.config
         await store.add_silence(silence, owner=None if caller.is_admin else caller.tenant_id)
         await store.bump()
         await uow.commit()
@@ -114,17 +116,22 @@ async def _visible_silence(
     return found
 
 
-@router.get("/v1/silences/{silence_id}", tags=["silences"])
+@router.get("/v1/silences/{silence_id}", tags=["silences"], responses=error_responses(404))
 async def get_silence(silence_id: str, request: Request, caller: Caller) -> SilenceOut:
     async with _runtime(request).pool.acquire() as conn:
         silence, owner = await _visible_silence(ConfigStore(conn), caller, silence_id)
     return _silence_out(silence, owner, datetime.now(UTC))
 
 
-@router.delete("/v1/silences/{silence_id}", status_code=status.HTTP_204_NO_CONTENT, tags=["silences"])
+@router.delete(
+    "/v1/silences/{silence_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["silences"],
+    responses=error_responses(404),
+)
 async def expire_silence(silence_id: str, request: Request, caller: Caller) -> None:
-    async with _runtime(request).uow() as uow:
-        store = ConfigStore(uow.conn)
+    async with alerting_uow(_runtime(request)) as uow:
+        store = uow.config
         await _visible_silence(store, caller, silence_id)
         await store.expire_silence(silence_id, now=datetime.now(UTC))
         await store.bump()

@@ -12,13 +12,15 @@ from fastapi import APIRouter, Query, Request, status
 
 from libs.common.auth import Admin, Caller, tenant_filter
 from libs.common.http import Conflict, NotFound, Unprocessable
+from libs.common.http.errors import error_responses
 from libs.common.runtime import ServiceRuntime
 from services.alerting.adapters.config_store import ConfigStore, Receiver
 from services.alerting.adapters.delivery_store import DeliveryStore
-from services.alerting.api.schemas import ReceiverIn, ReceiverOut, ReceiverUpdate
+from services.alerting.api.schemas import ReceiverIn, ReceiverOut, ReceiverUpdate, RoutingTreeIn
 from services.alerting.domain.alerts import Alert, fingerprint
 from services.alerting.domain.grouping import Notification
 from services.alerting.domain.routing import RoutingTree
+from services.alerting.service.unit_of_work import alerting_uow
 
 __all__ = ["router"]
 
@@ -70,15 +72,17 @@ def _out(receiver: Receiver, *, signing_secret: str | None = None) -> ReceiverOu
     )
 
 
-@router.post("/v1/receivers", status_code=status.HTTP_201_CREATED, tags=["receivers"])
+@router.post(
+    "/v1/receivers", status_code=status.HTTP_201_CREATED, tags=["receivers"], responses=error_responses(409)
+)
 async def create_receiver(body: ReceiverIn, request: Request, _: Admin) -> ReceiverOut:
     url = _url(body.kind, body.url, _settings(request))
     if body.kind == "pagerduty" and not body.routing_key:
         raise Unprocessable("a pagerduty receiver needs a routing_key", field="routing_key")
     generated = None if body.secret else secrets.token_urlsafe(32)
     secret = body.secret or generated or ""
-    async with _runtime(request).uow() as uow:
-        store = ConfigStore(uow.conn)
+    async with alerting_uow(_runtime(request)) as uow:
+        store = uow.config
         if not await store.add_receiver(
             name=body.name, kind=body.kind, url=url, secret=secret, routing_key=body.routing_key
         ):
@@ -96,7 +100,7 @@ async def list_receivers(request: Request, _: Admin) -> list[ReceiverOut]:
         return [_out(r) for r in await ConfigStore(conn).receivers()]
 
 
-@router.get("/v1/receivers/{name}", tags=["receivers"])
+@router.get("/v1/receivers/{name}", tags=["receivers"], responses=error_responses(404))
 async def get_receiver(name: str, request: Request, _: Admin) -> ReceiverOut:
     async with _runtime(request).pool.acquire() as conn:
         receiver = await ConfigStore(conn).receiver(name)
@@ -105,11 +109,11 @@ async def get_receiver(name: str, request: Request, _: Admin) -> ReceiverOut:
     return _out(receiver)
 
 
-@router.put("/v1/receivers/{name}", tags=["receivers"])
+@router.put("/v1/receivers/{name}", tags=["receivers"], responses=error_responses(404))
 async def update_receiver(name: str, body: ReceiverUpdate, request: Request, _: Admin) -> ReceiverOut:
     url = _url(body.kind, body.url, _settings(request))
-    async with _runtime(request).uow() as uow:
-        store = ConfigStore(uow.conn)
+    async with alerting_uow(_runtime(request)) as uow:
+        store = uow.config
         if not await store.update_receiver(
             name=name, kind=body.kind, url=url, secret=body.secret, routing_key=body.routing_key
         ):
@@ -121,17 +125,27 @@ async def update_receiver(name: str, body: ReceiverUpdate, request: Request, _: 
     return _out(receiver)
 
 
-@router.delete("/v1/receivers/{name}", status_code=status.HTTP_204_NO_CONTENT, tags=["receivers"])
+@router.delete(
+    "/v1/receivers/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    tags=["receivers"],
+    responses=error_responses(404),
+)
 async def delete_receiver(name: str, request: Request, _: Admin) -> None:
-    async with _runtime(request).uow() as uow:
-        store = ConfigStore(uow.conn)
+    async with alerting_uow(_runtime(request)) as uow:
+        store = uow.config
         if not await store.delete_receiver(name):
             raise NotFound(f"no receiver {name!r}", field="name")
         await store.bump()
         await uow.commit()
 
 
-@router.post("/v1/receivers/{name}/test", status_code=status.HTTP_202_ACCEPTED, tags=["receivers"])
+@router.post(
+    "/v1/receivers/{name}/test",
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["receivers"],
+    responses=error_responses(404),
+)
 async def send_test_notification(name: str, request: Request, _: Admin) -> dict[str, str]:
     now = datetime.now(UTC)
     labels = {"alertname": "TestNotification", "severity": "info", "receiver": name}
@@ -149,10 +163,10 @@ async def send_test_notification(name: str, request: Request, _: Admin) -> dict[
         alerts=(alert,),
         created_at=now,
     )
-    async with _runtime(request).uow() as uow:
-        if await ConfigStore(uow.conn).receiver(name) is None:
+    async with alerting_uow(_runtime(request)) as uow:
+        if await uow.config.receiver(name) is None:
             raise NotFound(f"no receiver {name!r}", field="name")
-        await DeliveryStore(uow.conn).add_test(notification)
+        await uow.deliveries.add_test(notification)
         await uow.commit()
     request.app.state.delivery.wake()
     return {"notification_id": notification.id}
@@ -165,9 +179,9 @@ async def get_routes(request: Request, _: Admin) -> RoutingTree:
 
 
 @router.put("/v1/routes", tags=["routes"])
-async def put_routes(body: RoutingTree, request: Request, _: Admin) -> RoutingTree:
-    async with _runtime(request).uow() as uow:
-        store = ConfigStore(uow.conn)
+async def put_routes(body: RoutingTreeIn, request: Request, _: Admin) -> RoutingTree:
+    async with alerting_uow(_runtime(request)) as uow:
+        store = uow.config
         known = {r.name for r in await store.receivers()}
         for field, route in (
             ("default", body.default),
@@ -181,7 +195,7 @@ async def put_routes(body: RoutingTree, request: Request, _: Admin) -> RoutingTr
     return body
 
 
-@router.get("/v1/deliveries", tags=["deliveries"])
+@router.get("/v1/deliveries", tags=["deliveries"], responses=error_responses(403))
 async def deliveries(
     request: Request,
     caller: Caller,
@@ -199,7 +213,7 @@ async def deliveries(
         )
 
 
-@router.get("/v1/deliveries/dead", tags=["deliveries"])
+@router.get("/v1/deliveries/dead", tags=["deliveries"], responses=error_responses(403))
 async def dead_deliveries(
     request: Request, caller: Caller, tenant: str | None = None, limit: Limit = 100
 ) -> list[dict[str, Any]]:

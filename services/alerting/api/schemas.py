@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from services.alerting.api.errors import domain_error
 from services.alerting.domain.durations import format_duration, parse_duration
 from services.alerting.domain.matchers import Matcher
+from services.alerting.domain.routing import RoutingTree
 from services.alerting.domain.rules import Comparator, Rule, RuleKind, Severity
 
 __all__ = [
+    "MatcherIn",
     "ReceiverIn",
     "ReceiverOut",
     "ReceiverUpdate",
+    "RoutingTreeIn",
     "RuleIn",
     "RuleOut",
     "SilenceIn",
@@ -24,7 +28,26 @@ __all__ = [
     "rule_out",
 ]
 
-_DURATION = "Prometheus duration, e.g. 30s, 5m, 1h30m."
+_DURATION = "Prometheus duration, e.g. 30s, 5m, 1h30m; at most 365d."
+MAX_MATCHERS = 32
+
+
+def _refusing_unknown_fields(model: type[BaseModel]) -> BeforeValidator:
+    """A domain model read from a request: an unknown field, however deep, is a 422 naming it, not dropped.
+
+    The domain models themselves stay lenient (they are also read back from stored configuration).
+    """
+
+    def strict(value: Any) -> Any:
+        return model.model_validate(value, extra="forbid") if isinstance(value, Mapping) else value
+
+    return BeforeValidator(strict)
+
+
+#: A label matcher as a request writes it.
+MatcherIn = Annotated[Matcher, _refusing_unknown_fields(Matcher)]
+#: The routing tree as a request writes it (its routes and their matchers refuse unknown fields too).
+RoutingTreeIn = Annotated[RoutingTree, _refusing_unknown_fields(RoutingTree)]
 
 
 class RuleIn(BaseModel):
@@ -32,20 +55,31 @@ class RuleIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="Alert name (an identifier); unique across the service.")
+    name: str = Field(
+        max_length=200,
+        description="Alert name (an identifier); unique per tenant, and never a global rule's.",
+    )
     kind: RuleKind = RuleKind.THRESHOLD
-    metric: str = Field(description="Sample field, e.g. fb_used_pct, gpu_temp_c, xid_count, gpu_lost.")
+    metric: str = Field(
+        max_length=64, description="Sample field, e.g. fb_used_pct, gpu_temp_c, xid_count, gpu_lost."
+    )
     comparator: Comparator = Comparator.GT
-    threshold: float = 0.0
-    for_: str = Field(default="0s", alias="for", description=_DURATION)
-    keep_firing_for: str | None = Field(default=None, description=_DURATION)
-    window: str | None = Field(default=None, description="Increase window (increase rules). " + _DURATION)
-    bit: int | None = Field(default=None, description="Test this bit of a bitmask field.")
-    matchers: list[Matcher] = Field(default_factory=list, description="Scope: node, model, pool, tenant...")
+    threshold: float = Field(default=0.0, allow_inf_nan=False, description="A finite number.")
+    for_: str = Field(default="0s", alias="for", max_length=64, description=_DURATION)
+    keep_firing_for: str | None = Field(default=None, max_length=64, description=_DURATION)
+    window: str | None = Field(
+        default=None, max_length=64, description="Increase window (increase rules). " + _DURATION
+    )
+    bit: int | None = Field(default=None, ge=0, le=63, description="Test this bit of a bitmask field.")
+    matchers: list[MatcherIn] = Field(
+        default_factory=list, max_length=MAX_MATCHERS, description="Scope: node, model, pool, tenant..."
+    )
     severity: Severity = Severity.WARNING
     summary: str = Field(default="", max_length=1000)
-    runbook_url: str | None = None
-    owner_tenant: str | None = Field(default=None, description="Admins only: make it a tenant's rule.")
+    runbook_url: str | None = Field(default=None, max_length=2048)
+    owner_tenant: str | None = Field(
+        default=None, max_length=200, description="Admins only: make it a tenant's rule."
+    )
 
 
 class RuleOut(BaseModel):
@@ -108,7 +142,9 @@ class SilenceIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    matchers: list[Matcher] = Field(min_length=1, description="Alerts matching all of these are muted.")
+    matchers: list[MatcherIn] = Field(
+        min_length=1, max_length=MAX_MATCHERS, description="Alerts matching all of these are muted."
+    )
     starts_at: datetime | None = Field(default=None, description="Defaults to now.")
     ends_at: datetime = Field(description="When the silence ends.")
     comment: str = Field(min_length=1, max_length=1000)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-__all__ = ["format_duration", "parse_duration"]
+__all__ = ["MAX_DURATION", "DurationOutOfRange", "format_duration", "parse_duration"]
+
+#: The longest duration a rule or silence takes (`for`, `keep_firing_for`, windows): a year. Longer
+#: ones mean nothing for an alert, and an unbounded one overflows when added to a time.
+MAX_DURATION = timedelta(days=365)
 
 # Same grammar as Prometheus's model.ParseDuration: units in descending order, each at most once.
 _DURATION_RE = re.compile(r"(?:(\d+)y)?(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?(?:(\d+)ms)?")
@@ -20,15 +24,25 @@ _UNIT_MS = (
 )
 
 
-def parse_duration(text: str) -> timedelta:
-    """Parse a Prometheus duration; raises ValueError for anything Prometheus would refuse."""
+class DurationOutOfRange(ValueError):
+    """A well-formed duration longer than allowed; the message names the maximum."""
+
+
+def parse_duration(text: str, *, maximum: timedelta = MAX_DURATION) -> timedelta:
+    """Parse a Prometheus duration; ValueError for anything Prometheus would refuse, or above `maximum`."""
     if text == "0":
         return timedelta(0)
     found = _DURATION_RE.fullmatch(text)
     if not text or found is None:
         raise ValueError(f"not a valid duration string: {text!r}")
     total_ms = sum(int(g) * ms for g, (_, ms) in zip(found.groups(), _UNIT_MS, strict=True) if g)
+    if total_ms > maximum // timedelta(milliseconds=1):
+        raise DurationOutOfRange(f"duration {text!r} is longer than the maximum of {_in_days(maximum)}")
     return timedelta(milliseconds=total_ms)
+
+
+def _in_days(value: timedelta) -> str:
+    return f"{value.days}d" if value == timedelta(days=value.days) else format_duration(value)
 
 
 def format_duration(value: timedelta) -> str:

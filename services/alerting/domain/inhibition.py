@@ -34,12 +34,32 @@ class InhibitRule(BaseModel):
         )
 
 
-# A silent node agent mutes that node's per-GPU alerts: the cause pages, not its symptoms.
+# One fault, one page: the most specific alert pages and mutes its symptoms while it fires.
+# - A silent node agent mutes that node's per-GPU alerts.
+# - A lost GPU (fallen off the bus: XID 79 or NVML's lost reading) mutes every other alert of that GPU:
+#   the XID counter rule, the XID's fault alert, anything its missing readings set off.
+# - An XID's own fault alert (it names the code) mutes the XID counter rule of the same GPU.
 DEFAULT_INHIBIT_RULES: tuple[InhibitRule, ...] = (
     InhibitRule(
         source_matchers=(Matcher(name="alertname", value="NodeAgentSilent"),),
         target_matchers=(Matcher(name="gpu", op=MatchOp.NE, value=""),),
         equal=("node",),
+    ),
+    InhibitRule(
+        source_matchers=(Matcher(name="alertname", value="GpuLost"),),
+        target_matchers=(
+            Matcher(name="alertname", op=MatchOp.NE, value="GpuLost"),
+            Matcher(name="gpu", op=MatchOp.NE, value=""),
+        ),
+        equal=("gpu",),
+    ),
+    InhibitRule(
+        source_matchers=(
+            Matcher(name="alertname", value="GpuFault"),
+            Matcher(name="xid", op=MatchOp.NE, value=""),
+        ),
+        target_matchers=(Matcher(name="alertname", value="GpuFatalXid"),),
+        equal=("gpu",),
     ),
 )
 

@@ -3,17 +3,84 @@
 from __future__ import annotations
 
 import re
+import re._parser as _sre  # type: ignore[import-not-found]  # the stdlib's own regex parser; no stub
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from functools import lru_cache
-from typing import Self
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-__all__ = ["LABEL_NAME_RE", "MatchOp", "Matcher", "format_matchers", "matches_all", "parse_matchers"]
+__all__ = [
+    "LABEL_NAME_RE",
+    "MAX_PATTERN_LENGTH",
+    "MAX_PATTERN_REPEATS",
+    "MatchOp",
+    "Matcher",
+    "check_pattern",
+    "format_matchers",
+    "matches_all",
+    "parse_matchers",
+]
 
 LABEL_NAME_RE = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _MATCHER_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
+
+#: Python's `re` backtracks and cannot be given a deadline, so a pattern is refused unless its worst
+#: case stays small: bounded in length, no quantifier or alternation under a quantifier (`(a+)+`,
+#: `(a|aa)*` take exponential time), and at most this many quantifiers one after another (`.*a.*a.*a`
+#: takes n^3 steps on a label of n characters).
+MAX_PATTERN_LENGTH = 256
+MAX_PATTERN_REPEATS = 3
+_REPEATS = frozenset({_sre.MAX_REPEAT, _sre.MIN_REPEAT})
+# What RE2 (Alertmanager's engine) does not have either: backreferences, lookaround, atomic groups.
+_UNSUPPORTED = {
+    _sre.GROUPREF: "backreferences",
+    _sre.GROUPREF_EXISTS: "conditional groups",
+    _sre.ASSERT: "lookarounds",
+    _sre.ASSERT_NOT: "lookarounds",
+    _sre.ATOMIC_GROUP: "atomic groups",
+    _sre.POSSESSIVE_REPEAT: "possessive quantifiers",
+}
+
+
+def _shape(items: Any) -> tuple[int, bool]:
+    """(most quantifiers in a row, whether it holds a quantifier or an alternation) of a parsed pattern."""
+    degree, ambiguous = 0, False
+    for op, arg in items:
+        if op in _UNSUPPORTED:
+            raise ValueError(f"{_UNSUPPORTED[op]} are not supported")
+        if op in _REPEATS:
+            inner, nested = _shape(arg[2])
+            if arg[1] > 1 and (nested or inner):
+                raise ValueError(
+                    "a quantified group holds another quantifier or an alternation, "
+                    "which can take exponential time: write it without nesting (a+ rather than (a+)+)"
+                )
+            degree, ambiguous = degree + (1 if arg[1] > 1 else inner), True
+        elif op is _sre.SUBPATTERN:
+            inner, nested = _shape(arg[3])
+            degree, ambiguous = degree + inner, ambiguous or nested
+        elif op is _sre.BRANCH:
+            shapes = [_shape(branch) for branch in arg[1]]
+            degree, ambiguous = degree + max(d for d, _ in shapes), True
+    return degree, ambiguous
+
+
+def check_pattern(pattern: str) -> None:
+    """Refuse (ValueError) a matcher regex that does not compile or whose matching time could explode."""
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise ValueError(f"is {len(pattern)} characters long, more than the {MAX_PATTERN_LENGTH} allowed")
+    try:
+        re.compile(pattern)
+        degree, _ = _shape(_sre.parse(pattern))
+    except re.error as error:
+        raise ValueError(str(error)) from None
+    if degree > MAX_PATTERN_REPEATS:
+        raise ValueError(
+            f"has {degree} quantifiers in a row, more than the {MAX_PATTERN_REPEATS} allowed "
+            "(each one multiplies the time a non-matching label takes)"
+        )
 
 
 class MatchOp(StrEnum):
@@ -51,9 +118,9 @@ class Matcher(BaseModel):
         # Validate eagerly so a bad regex is refused when the rule is saved, not at evaluation.
         if self.op in (MatchOp.RE, MatchOp.NRE):
             try:
-                re.compile(self.value)
-            except re.error as error:
-                raise ValueError(f"invalid regular expression {self.value!r}: {error}") from None
+                check_pattern(self.value)
+            except ValueError as error:
+                raise ValueError(f"invalid regular expression {self.value[:80]!r}: {error}") from None
         return self
 
     def matches(self, labels: Mapping[str, str]) -> bool:

@@ -11,9 +11,12 @@ Metric mapping: sample field `f` is exposed as `gpucloud_f` with the sample's la
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from pydantic import ValidationError
 
 from services.alerting.domain.durations import format_duration, parse_duration
 from services.alerting.domain.matchers import format_matchers, parse_matchers
@@ -85,8 +88,18 @@ def _rule_from(entry: Mapping[str, Any]) -> Rule:
     for kind, pattern in _FORMS:
         found = pattern.fullmatch(expr)
         if found is not None:
-            return _build(kind, found, entry)
+            try:
+                return _build(kind, found, entry)
+            except ValidationError as error:
+                raise ValueError(f"alert {entry.get('alert')!r}: {_first_problem(error)}") from None
     raise ValueError(f"alert {entry.get('alert')!r}: expression is not one this service writes: {expr!r}")
+
+
+def _first_problem(error: ValidationError) -> str:
+    first = error.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    problem = str(first["msg"]).removeprefix("Value error, ")
+    return f"{where}: {problem}" if where else problem
 
 
 def _build(kind: RuleKind, found: re.Match[str], entry: Mapping[str, Any]) -> Rule:
@@ -107,6 +120,8 @@ def _build(kind: RuleKind, found: re.Match[str], entry: Mapping[str, Any]) -> Ru
     if "keep_firing_for" in entry:
         fields["keep_firing_for"] = parse_duration(str(entry["keep_firing_for"]))
     if kind is RuleKind.ABSENT:
+        if not math.isfinite(fields["threshold"]):
+            raise ValueError(f"alert {entry['alert']!r}: the silence after `>` must be a finite number")
         silence = parse_duration(f"{int(fields['threshold'])}s")
         fields |= {"for_duration": silence, "threshold": 0.0, "comparator": Comparator.GT}
     if kind is RuleKind.INCREASE:

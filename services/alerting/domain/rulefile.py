@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from services.alerting.domain.durations import parse_duration
+from services.alerting.domain.durations import DurationOutOfRange, parse_duration
 
 __all__ = ["validate_rule_file"]
 
@@ -78,10 +78,13 @@ def _check_rule(rule: Any) -> list[str]:
 def _duration(where: str, key: str, holder: dict[str, Any]) -> list[str]:
     if key not in holder:
         return []
+    prefix = f"{where}{': ' if where else ''}{key}"
     try:
         parse_duration(str(holder[key]))
+    except DurationOutOfRange as error:
+        return [f"{prefix}: {error}"]
     except ValueError:
-        return [f"{where}{': ' if where else ''}{key} is not a valid duration: {holder[key]!r}"]
+        return [f"{prefix} is not a valid duration: {holder[key]!r}"]
     return []
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from enum import StrEnum
 from typing import Self
@@ -21,6 +21,8 @@ __all__ = [
     "THROTTLE_SW_POWER_CAP_BIT",
     "Comparator",
     "Rule",
+    "RuleBook",
+    "RuleKey",
     "RuleKind",
     "Severity",
 ]
@@ -40,6 +42,8 @@ COUNTER_METRICS = frozenset({"ecc_sbe_count", "ecc_dbe_count", "xid_count"})
 SCOPE_LABELS = frozenset({"node", "model", "pool", "tenant", "workload", "gpu"})
 # NVML's clocksThrottleReasonSwPowerCap is 0x4.
 THROTTLE_SW_POWER_CAP_BIT = 2
+#: (owner tenant or None, name): what identifies a rule; the name alone is unique only per owner.
+RuleKey = tuple[str | None, str]
 
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt,
@@ -87,7 +91,7 @@ class Rule(BaseModel):
     kind: RuleKind = RuleKind.THRESHOLD
     metric: str = Field(description="Sample field the condition reads.")
     comparator: Comparator = Comparator.GT
-    threshold: float = 0.0
+    threshold: float = Field(default=0.0, allow_inf_nan=False, description="A finite number.")
     for_duration: timedelta = Field(default=timedelta(0), description="Prometheus `for`.")
     keep_firing_for: timedelta | None = None
     window: timedelta | None = Field(default=None, description="Increase window (INCREASE only).")
@@ -130,6 +134,15 @@ class Rule(BaseModel):
             raise ValueError("durations are never negative")
         return self
 
+    @property
+    def key(self) -> RuleKey:
+        """The rule's identity: names are unique per owner (None for the global rules)."""
+        return (self.owner_tenant, self.name)
+
+    def owns(self, labels: Mapping[str, str]) -> bool:
+        """Whether an alert of this name on a series with these labels can be this rule's."""
+        return self.owner_tenant is None or labels.get("tenant") == self.owner_tenant
+
     def scope(self) -> tuple[Matcher, ...]:
         """Matchers applied to series: a tenant's rule is always confined to its own tenant."""
         if self.owner_tenant is None:
@@ -150,6 +163,22 @@ class Rule(BaseModel):
         if bit is None:
             return lambda value: compare(float(value), threshold)
         return lambda value: compare(float((int(float(value)) >> bit) & 1), threshold)
+
+
+class RuleBook:
+    """Rules by the name their alerts carry on a series: the series' tenant's own rule, else a global one.
+
+    Two tenants may each have a rule of the same name; a tenant's names never repeat a global rule's.
+    """
+
+    def __init__(self, rules: Iterable[Rule] = ()) -> None:
+        self._by_key = {r.key: r for r in rules}
+
+    def get(self, name: str, labels: Mapping[str, str]) -> Rule | None:
+        """The rule whose alert `name` is on a series with these labels, if any."""
+        tenant = labels.get("tenant")
+        own = self._by_key.get((tenant, name)) if tenant else None
+        return own or self._by_key.get((None, name))
 
 
 def _runbook(name: str) -> str:

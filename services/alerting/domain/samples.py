@@ -80,6 +80,7 @@ def to_sample(*, labels: dict[str, str], reading: Reading, fields: tuple[str, ..
     pct = reading.get("fb_used_pct")
     if pct is not None:
         values["fb_used_pct"] = pct
-    # A GPU that reports is not lost: this resolves a GpuLost alert raised by a fault signal.
-    values[GPU_LOST_METRIC] = 0.0
+    # A GPU that reports is not lost: this resolves a GpuLost alert raised by a fault signal. A reading
+    # the agent marks lost (it could not read the GPU) keeps the alert firing while the GPU stays lost.
+    values[GPU_LOST_METRIC] = 1.0 if reading.get("lost_reason") else 0.0
     return Sample.model_construct(labels=labels, values=values)

@@ -23,7 +23,7 @@ from services.alerting.domain.alert_lifecycle import (
 from services.alerting.domain.alerts import fingerprint
 from services.alerting.domain.counters import CounterPoint, increase, record
 from services.alerting.domain.matchers import matches_all
-from services.alerting.domain.rules import Rule, RuleKind
+from services.alerting.domain.rules import Rule, RuleBook, RuleKind
 
 __all__ = ["Sample", "SeriesState", "Step", "evaluate", "retire_rule", "series_key", "tick"]
 
@@ -70,8 +70,8 @@ def evaluate(*, state: SeriesState | None, sample: Sample, rules: Sequence[Rule]
     alerts = dict(state.alerts) if state else {}
     changes: list[Transition] = []
     for rule in rules:
-        if rule.kind is RuleKind.ABSENT:
-            continue
+        if rule.kind is RuleKind.ABSENT or not rule.owns(sample.labels):
+            continue  # another tenant's rule of the same name must not touch this series' alert
         observed = _observe_value(rule, sample, counters, now)
         if observed is None:
             continue  # no reading for this metric: nothing learned; staleness handles silence
@@ -84,11 +84,11 @@ def evaluate(*, state: SeriesState | None, sample: Sample, rules: Sequence[Rule]
 
 def tick(*, state: SeriesState, rules: Sequence[Rule], now: datetime, config: EvaluationConfig) -> Step:
     """Advance timers without a sample: `for`, keep_firing_for, staleness and removed rules."""
-    by_name = {r.name: r for r in rules}
+    book = RuleBook(rules)
     alerts = dict(state.alerts)
     changes: list[Transition] = []
     for name, current in state.alerts.items():
-        rule = by_name.get(name)
+        rule = book.get(name, state.labels)
         if rule is None:
             alerts.pop(name)  # retire_rule() resolves a deleted rule's alerts; here we only forget them
             continue

@@ -18,6 +18,8 @@ __all__ = ["Signal", "SignalKind", "budget_signal", "escalation_signal", "fault_
 
 # XID, ECC, PCIe and lost GPUs stop work; thermal/power/oom are a warning until a rule says more.
 _CRITICAL_FAULTS = frozenset({"xid", "ecc", "lost", "pcie", "agent_silent"})
+#: XIDs that mean the GPU fell off the bus: the lost GPU itself, paged once by the GpuLost rule.
+OFF_THE_BUS_XIDS = frozenset({79})
 
 
 class SignalKind(StrEnum):
@@ -43,11 +45,15 @@ class Signal(BaseModel):
 def fault_signal(
     *, kind: str, node: str, gpu: str | None, xid: int | None, at: AwareDatetime, evidence: dict[str, Any]
 ) -> Signal:
-    """A telemetry fault: a lost GPU feeds the gpu_lost gauge; anything else is a fault alert."""
+    """A telemetry fault: a lost GPU feeds the gpu_lost gauge; anything else is a fault alert.
+
+    XID 79 is the same fault as the lost GPU (the driver's word for it), so it feeds the gauge too: one
+    GpuLost alert for the fault, which stays firing while the GPU's readings say lost.
+    """
     labels = {"node": node, "fault": kind}
     if gpu:
         labels["gpu"] = gpu
-    if kind == "lost" and gpu:
+    if gpu and (kind == "lost" or (kind == "xid" and xid in OFF_THE_BUS_XIDS)):
         return Signal(kind=SignalKind.GPU_LOST, name="GpuLost", labels=labels, at=at)
     if xid is not None:
         labels["xid"] = str(xid)

@@ -12,17 +12,21 @@ import contextlib
 import logging
 import random
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from prometheus_client import Counter, Histogram
 
+from libs.common.db.pool import retry_while_unreachable
 from libs.common.runtime import ServiceRuntime
 from services.alerting.adapters.config_store import ConfigStore, Receiver
 from services.alerting.adapters.delivery_store import Claimed, DeliveryStore
 from services.alerting.adapters.receiver_client import ReceiverClient
 from services.alerting.domain.outgoing import build_request
 from services.alerting.domain.retry import DeadLetter, Delivered, Retry, RetryPolicy, next_attempt
+from services.alerting.service.ports import Notifier
+from services.alerting.service.unit_of_work import alerting_uow
 
 __all__ = ["DeliveryWorker"]
 
@@ -65,6 +69,23 @@ class DeliverySettings(Protocol):
     def retry_max_age_s(self) -> float: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Attempted:
+    """One attempt as it went: what the receiver answered and what follows."""
+
+    claimed: Claimed
+    attempt: int
+    status: int | None
+    error: str | None
+    elapsed_ms: float
+    decision: Retry | DeadLetter | Delivered
+
+    @property
+    def outcome(self) -> str:
+        """The delivery log's word for the decision."""
+        return {Delivered: "delivered", Retry: "retry", DeadLetter: "dead"}[type(self.decision)]
+
+
 class DeliveryWorker:
     """Background loop; `wake()` makes it look for due notifications at once."""
 
@@ -105,7 +126,7 @@ class DeliveryWorker:
     async def _deliver(
         self,
         runtime: ServiceRuntime,
-        client: ReceiverClient,
+        client: Notifier,
         claimed: Claimed,
         receivers: dict[str, Receiver],
     ) -> None:
@@ -114,25 +135,28 @@ class DeliveryWorker:
         started = time.perf_counter()
         status, retry_after, error = None, None, None
         if receiver is None:
-            error = f"receiver {claimed.receiver!r} is not configured"
-            decision: Retry | DeadLetter | Delivered = DeadLetter(reason=error)
+            # Not there (yet): the default route's receiver before an admin creates it, or one deleted.
+            # Nothing is sent; the notification waits with backoff, within the retry limits, for it.
+            error = f"receiver {claimed.receiver!r} is not configured (create it: POST /v1/receivers)"
         else:
             status, retry_after, error = await self._post(client, receiver, claimed)
-            decision = next_attempt(
-                attempt=attempt,
-                status=status,
-                retry_after=retry_after,
-                now=datetime.now(UTC),
-                first_attempt_at=claimed.first_attempt_at,
-                policy=self._policy,
-                rng=self._rng,
-            )
+        decision = next_attempt(
+            attempt=attempt,
+            status=status,
+            retry_after=retry_after,
+            now=datetime.now(UTC),
+            first_attempt_at=claimed.first_attempt_at,
+            policy=self._policy,
+            rng=self._rng,
+        )
+        if receiver is None and isinstance(decision, DeadLetter):
+            decision = DeadLetter(reason=f"{error}; {decision.reason}")
         elapsed_ms = (time.perf_counter() - started) * 1000
         DELIVERY_SECONDS.observe(elapsed_ms / 1000)
-        await self._record(runtime, claimed, attempt, status, error, elapsed_ms, decision)
+        await self._record(runtime, Attempted(claimed, attempt, status, error, elapsed_ms, decision))
 
     async def _post(
-        self, client: ReceiverClient, receiver: Receiver, claimed: Claimed
+        self, client: Notifier, receiver: Receiver, claimed: Claimed
     ) -> tuple[int | None, str | None, str | None]:
         request = build_request(
             kind=receiver.kind,
@@ -145,29 +169,37 @@ class DeliveryWorker:
         )
         return await client.send(request)
 
-    async def _record(
-        self,
-        runtime: ServiceRuntime,
-        claimed: Claimed,
-        attempt: int,
-        status: int | None,
-        error: str | None,
-        elapsed_ms: float,
-        decision: Retry | DeadLetter | Delivered,
-    ) -> None:
-        outcome = {Delivered: "delivered", Retry: "retry", DeadLetter: "dead"}[type(decision)]
-        DELIVERIES.labels(outcome).inc()
-        async with runtime.uow() as uow:
-            store = DeliveryStore(uow.conn)
-            reason = decision.reason if isinstance(decision, DeadLetter) else error
+    async def _record(self, runtime: ServiceRuntime, done: Attempted) -> None:
+        DELIVERIES.labels(done.outcome).inc()
+        # The request went out: its outcome is worth waiting a little for a database that blinked (else
+        # the attempt stays 'sending' in the log and is sent again, with the same idempotency key, after
+        # the lease).
+        await retry_while_unreachable(
+            lambda: self._record_once(runtime, done),
+            what="alerting's delivery log",
+            timeout_s=self._settings.delivery_lease_s / 2,
+            first_delay_s=0.2,
+            max_delay_s=2.0,
+        )
+
+    async def _record_once(self, runtime: ServiceRuntime, done: Attempted) -> None:
+        claimed, attempt, decision = done.claimed, done.attempt, done.decision
+        async with alerting_uow(runtime) as uow:
+            store = uow.deliveries
+            reason = decision.reason if isinstance(decision, DeadLetter) else done.error
             await store.log_attempt(
-                claimed, attempt=attempt, status=status, outcome=outcome, error=reason, duration_ms=elapsed_ms
+                claimed,
+                attempt=attempt,
+                status=done.status,
+                outcome=done.outcome,
+                error=reason,
+                duration_ms=done.elapsed_ms,
             )
             if isinstance(decision, Delivered):
                 await store.delivered(claimed.notification.id, attempts=attempt)
             elif isinstance(decision, Retry):
                 await store.retry(
-                    claimed.notification.id, attempts=attempt, at=decision.at, error=error or ""
+                    claimed.notification.id, attempts=attempt, at=decision.at, error=done.error or ""
                 )
             else:
                 await store.dead(claimed, attempts=attempt, reason=decision.reason)

@@ -40,6 +40,7 @@ from services.alerting.adapters.engine_state_store import StateStore
 from services.alerting.domain.alert_lifecycle import EvaluationConfig, Transition, TransitionKind
 from services.alerting.domain.engine import Changes, Engine
 from services.alerting.domain.samples import derive, reading_fields
+from services.alerting.service.unit_of_work import alerting_uow
 
 __all__ = ["Evaluator", "LeadershipLost", "plain_readings", "reading_checks"]
 
@@ -147,8 +148,8 @@ class Evaluator:
             config=EvaluationConfig(staleness=timedelta(seconds=s.staleness_s)),
             event_ttl=timedelta(seconds=s.event_alert_ttl_s),
         )
-        async with runtime.uow() as uow:
-            await ConfigStore(uow.conn).seed_defaults()
+        async with alerting_uow(runtime) as uow:
+            await uow.config.seed_defaults()
             await uow.commit()
         self._version = await self._reload(runtime, engine, version=-1)
         async with runtime.pool.acquire() as conn:
@@ -245,11 +246,11 @@ class Evaluator:
     async def _persist(self, runtime: ServiceRuntime, changes: Changes, signal_ids: list[int]) -> None:
         if changes.empty() and not changes.notifications and not signal_ids:
             return
-        async with runtime.uow() as uow:
+        async with alerting_uow(runtime) as uow:
             # The fence: written only while this evaluator's session still holds the lock. Between two
             # ticks' checks a successor may have taken it and loaded the state; this keeps it the only writer.
             await self._held().fence(uow.conn)
-            store = StateStore(uow.conn)
+            store = uow.state
             new = await store.save(changes)
             for change in changes.transitions:
                 await _emit(uow, change)

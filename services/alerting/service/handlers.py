@@ -6,21 +6,18 @@ no-op); the evaluator, the single writer of alert state, applies the signals on 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from typing import TypeAlias
 
 from libs.common.bus.handlers import HandlerContext, Handlers
-from libs.common.db.uow import UnitOfWork
 from libs.common.events.billing import BudgetThresholdCrossedV1
 from libs.common.events.recovery import IncidentClosedV1
 from libs.common.events.telemetry import FaultSignaledV1
-from services.alerting.adapters.engine_state_store import StateStore
-from services.alerting.domain.signals import Signal, budget_signal, escalation_signal, fault_signal
+from services.alerting.adapters.unit_of_work import PostgresAlertingUnitOfWork
+from services.alerting.domain.signals import budget_signal, escalation_signal, fault_signal
+from services.alerting.service.unit_of_work import AlertingUnitOfWork
 
 __all__ = [
-    "AlertingDeps",
-    "SignalQueue",
+    "Context",
     "handlers",
     "on_budget_threshold_crossed",
     "on_fault_signaled",
@@ -28,24 +25,11 @@ __all__ = [
 ]
 
 
-class SignalQueue(Protocol):
-    """Where the handlers queue signals for the evaluator (StateStore; FakeStateStore in unit tests)."""
-
-    async def queue_signal(self, signal: Signal) -> None: ...
+#: What every handler of alerting gets: no deps, alerting's unit of work.
+Context: TypeAlias = HandlerContext[None, AlertingUnitOfWork]
 
 
-def _sql_signals(uow: UnitOfWork) -> SignalQueue:
-    return StateStore(uow.conn)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AlertingDeps:
-    """What the handlers need besides the unit of work: the signal queue of a unit of work."""
-
-    signals: Callable[[UnitOfWork], SignalQueue] = _sql_signals
-
-
-async def on_fault_signaled(event: FaultSignaledV1, ctx: HandlerContext[AlertingDeps]) -> None:
+async def on_fault_signaled(event: FaultSignaledV1, ctx: Context) -> None:
     signal = fault_signal(
         kind=event.kind,
         node=event.node,
@@ -54,12 +38,10 @@ async def on_fault_signaled(event: FaultSignaledV1, ctx: HandlerContext[Alerting
         at=event.at,
         evidence=event.evidence,
     )
-    await ctx.deps.signals(ctx.uow).queue_signal(signal)
+    await ctx.uow.signals.queue_signal(signal)
 
 
-async def on_budget_threshold_crossed(
-    event: BudgetThresholdCrossedV1, ctx: HandlerContext[AlertingDeps]
-) -> None:
+async def on_budget_threshold_crossed(event: BudgetThresholdCrossedV1, ctx: Context) -> None:
     signal = budget_signal(
         tenant=event.tenant_id,
         project=event.project,
@@ -68,20 +50,20 @@ async def on_budget_threshold_crossed(
         hard_stop=event.hard_stop,
         at=ctx.envelope.time,
     )
-    await ctx.deps.signals(ctx.uow).queue_signal(signal)
+    await ctx.uow.signals.queue_signal(signal)
 
 
-async def on_incident_closed(event: IncidentClosedV1, ctx: HandlerContext[AlertingDeps]) -> None:
+async def on_incident_closed(event: IncidentClosedV1, ctx: Context) -> None:
     if event.outcome != "escalated":
         return
     signal = escalation_signal(incident=event.incident_id, reason=event.reason, at=ctx.envelope.time)
-    await ctx.deps.signals(ctx.uow).queue_signal(signal)
+    await ctx.uow.signals.queue_signal(signal)
 
 
-def handlers(deps: AlertingDeps) -> Handlers[AlertingDeps]:
+def handlers() -> Handlers[None, PostgresAlertingUnitOfWork]:
     """The signals consumer's handlers: faults, budget thresholds and escalated incidents."""
     return (
-        Handlers(deps)
+        Handlers(None, uow=PostgresAlertingUnitOfWork)
         .on(FaultSignaledV1, on_fault_signaled)
         .on(BudgetThresholdCrossedV1, on_budget_threshold_crossed)
         .on(IncidentClosedV1, on_incident_closed)

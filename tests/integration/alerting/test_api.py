@@ -95,11 +95,11 @@ async def _fault_becomes_a_tenant_invisible_alert(
     fault = FaultSignaledV1(
         fault_id="f1",
         kind="xid",
-        xid=79,
+        xid=48,
         gpu_uuid="GPU-x",
         node="n1",
         at=datetime.now(UTC),
-        evidence={"xid": 79},
+        evidence={"xid": 48},
     )
     await publish(isolation, [envelop(fault, source="test")], topic=topics.TELEMETRY_FAULTS)
 
@@ -108,7 +108,7 @@ async def _fault_becomes_a_tenant_invisible_alert(
         return [a for a in alerts if a["rule"] == "GpuFault"]
 
     found = await eventually(fault_alert, timeout=20, what="fault alert")
-    labels = {"alertname": "GpuFault", "fault": "xid", "gpu": "GPU-x", "node": "n1", "xid": "79"}
+    labels = {"alertname": "GpuFault", "fault": "xid", "gpu": "GPU-x", "node": "n1", "xid": "48"}
     assert found[0]["labels"] == {**labels, "severity": "critical"}
     assert (await client.get("/v1/alerts", headers=acme)).json() == []
     other = await client.get("/v1/alerts?tenant=other", headers=acme)

@@ -12,8 +12,10 @@ import pytest
 
 from services.alerting.adapters.engine_state_store import StateStore
 from services.alerting.adapters.engine_state_store_fake import FakeStateStore
+from services.alerting.adapters.unit_of_work import PostgresAlertingUnitOfWork
+from services.alerting.adapters.unit_of_work_fake import FakeAlertingUnitOfWork
 from services.alerting.domain.signals import Signal, budget_signal, fault_signal
-from services.alerting.service.handlers import SignalQueue
+from services.alerting.service.unit_of_work import SignalQueue
 from tests.integration.store_contract import Units, fake_units, service_pool, sql_units
 from tests.integration.support import Isolation
 
@@ -34,7 +36,8 @@ def fake_subject() -> Subject:
     async def queued() -> list[Signal]:
         return list(fake.signals)
 
-    return Subject(units=fake_units(fake), queued=queued)
+    units = fake_units(FakeAlertingUnitOfWork(fake), lambda uow: uow.signals)
+    return Subject(units=units, queued=queued)
 
 
 def sql_subject(pool: asyncpg.Pool[Any]) -> Subject:
@@ -42,7 +45,8 @@ def sql_subject(pool: asyncpg.Pool[Any]) -> Subject:
         async with pool.acquire() as conn:
             return [signal for _, signal in await StateStore(conn).take_signals()]
 
-    return Subject(units=sql_units(pool, lambda uow: StateStore(uow.conn)), queued=queued)
+    units = sql_units(pool, PostgresAlertingUnitOfWork, lambda uow: uow.signals)
+    return Subject(units=units, queued=queued)
 
 
 @pytest.fixture(params=["fake", "postgres"])
@@ -87,3 +91,13 @@ async def test_a_signal_comes_back_whole_and_the_same_signal_twice_is_queued_twi
     assert queued == [FAULT, FAULT], "the queue keeps every signal: the evaluator folds repeats"
     assert queued[0].model_dump() == FAULT.model_dump()
     assert queued[0].at == T0
+
+
+async def test_signals_of_a_unit_of_work_that_does_not_commit_are_not_queued(subject: Subject) -> None:
+    async with subject.units() as queue:
+        await queue.queue_signal(FAULT)
+    async with subject.units.rolled_back() as queue:
+        await queue.queue_signal(LOST)
+        await queue.queue_signal(BUDGET)
+
+    assert await subject.queued() == [FAULT]

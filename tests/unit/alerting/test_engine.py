@@ -72,7 +72,7 @@ def test_a_restored_series_skips_replayed_samples_and_fires_once_from_its_old_ti
 
 def test_a_fault_signal_fires_once_and_resolves_after_its_ttl() -> None:
     e = engine()
-    signal = fault_signal(kind="xid", node="n1", gpu="GPU-1", xid=79, at=at(0), evidence={})
+    signal = fault_signal(kind="xid", node="n1", gpu="GPU-1", xid=48, at=at(0), evidence={})
     e.signal(signal, now=at(0))
     e.signal(signal, now=at(1))
     assert kinds(e) == [("GpuFault", TransitionKind.FIRING)]

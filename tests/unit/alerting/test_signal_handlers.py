@@ -4,23 +4,27 @@ from datetime import UTC, datetime
 
 from libs.common.events.recovery import IncidentClosedV1
 from libs.common.events.telemetry import FaultSignaledV1
-from libs.common.testing import FakeUnitOfWork, handler_context
+from libs.common.testing import handler_context
 from services.alerting.adapters.engine_state_store_fake import FakeStateStore
+from services.alerting.adapters.unit_of_work_fake import FakeAlertingUnitOfWork
 from services.alerting.domain.signals import Signal, SignalKind
-from services.alerting.service.handlers import AlertingDeps, on_fault_signaled, on_incident_closed
+from services.alerting.service.handlers import on_fault_signaled, on_incident_closed
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
-async def _deliver(event: IncidentClosedV1 | FaultSignaledV1, store: FakeStateStore) -> None:
-    uow, deps = FakeUnitOfWork(), AlertingDeps(signals=lambda _uow: store)
+async def _deliver(
+    event: IncidentClosedV1 | FaultSignaledV1, store: FakeStateStore, *, commit: bool = True
+) -> None:
+    uow = FakeAlertingUnitOfWork(store)
     async with uow:
-        ctx = handler_context(event, uow=uow, deps=deps, time=T0)
+        ctx = handler_context(event, uow=uow, deps=None, time=T0)
         if isinstance(event, IncidentClosedV1):
             await on_incident_closed(event, ctx)
         else:
             await on_fault_signaled(event, ctx)
-        await uow.commit()
+        if commit:
+            await uow.commit()
 
 
 async def test_an_escalated_incident_queues_a_critical_signal_at_the_time_it_closed() -> None:
@@ -55,3 +59,13 @@ async def test_a_lost_gpu_feeds_the_gpu_lost_gauge_rather_than_an_alert_of_its_o
             at=T0,
         )
     ]
+
+
+async def test_a_signal_queued_by_a_delivery_that_fails_before_its_commit_is_not_kept() -> None:
+    store = FakeStateStore()
+    await _deliver(IncidentClosedV1(incident_id="inc-1", outcome="escalated", reason="no spare GPU"), store)
+
+    lost = FaultSignaledV1(fault_id="f1", kind="lost", gpu_uuid="GPU-1", node="node-a", at=T0)
+    await _deliver(lost, store, commit=False)
+
+    assert [s.name for s in store.signals] == ["IncidentEscalated"]

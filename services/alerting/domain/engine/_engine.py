@@ -25,7 +25,7 @@ from services.alerting.domain.engine._state import EngineState
 from services.alerting.domain.grouping import AlertGroup
 from services.alerting.domain.matchers import matches_all
 from services.alerting.domain.routing import RoutingTree
-from services.alerting.domain.rules import GPU_LOST_METRIC, Rule, RuleKind
+from services.alerting.domain.rules import GPU_LOST_METRIC, Rule, RuleBook, RuleKind
 from services.alerting.domain.samples import Reading, identity, reading_labels, to_sample, value_fields
 from services.alerting.domain.series_evaluation import Sample, SeriesState, evaluate, retire_rule, tick
 from services.alerting.domain.signals import Signal, SignalKind
@@ -66,11 +66,11 @@ class Engine(EngineState):
         self, *, rules: Sequence[Rule], tree: RoutingTree, silences: Sequence[Silence], now: datetime
     ) -> None:
         """Swap in new configuration; alerts of deleted or changed rules resolve."""
-        kept = {r.name: r for r in rules}
-        gone = [r for r in self.rules if kept.get(r.name) != r]
+        kept = {r.key: r for r in rules}
+        gone = [r for r in self.rules if kept.get(r.key) != r]
         self.rules, self.tree, self.silences = tuple(rules), tree, tuple(silences)
         self._sample_rules = tuple(r for r in rules if r.kind is not RuleKind.ABSENT)
-        self._by_name = {r.name: r for r in rules}
+        self._by_name = RuleBook(rules)
         self.metrics = frozenset(r.metric for r in rules)
         self._value_fields = value_fields(self.metrics)
         self._windows = {}
@@ -88,7 +88,7 @@ class Engine(EngineState):
             self._timers.schedule(key, self.series[key], self._by_name)
         for rule in gone:
             for key, state in list(self.series.items()):
-                if rule.name in state.alerts:
+                if rule.name in state.alerts and rule.owns(state.labels):
                     step = retire_rule(state=state, rule=rule, now=now)
                     self._apply_series(key, step.state, step.transitions, now)
             self._retire_node_rule(rule, now)
@@ -160,10 +160,10 @@ class Engine(EngineState):
     def _plan(self, node: str, reading: Reading) -> Plan:
         labels = reading_labels(node, reading)
         applicable = [r for r, scope in self._scoped if matches_all(scope, labels)]
-        names = tuple(r.name for r in applicable)
-        checks = self._checks.get(names)
+        keys = tuple(r.key for r in applicable)
+        checks = self._checks.get(keys)
         if checks is None:  # series with the same applicable rules share their checks
-            checks = self._checks[names] = checks_for(applicable)
+            checks = self._checks[keys] = checks_for(applicable)
         plan = Plan(
             key=self._key(labels),
             labels=labels,

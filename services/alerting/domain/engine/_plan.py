@@ -60,6 +60,8 @@ def checks_for(applicable: Iterable[Rule]) -> Checks:
 
 def quiet_reading(plan: Plan, state: SeriesState | None, reading: Reading) -> bool:
     """True when evaluate() could only record the sample: no applicable rule can start to hold."""
+    if reading.get("lost_reason"):
+        return False  # rare, and its gpu_lost is 1: the GpuLost rule may start to hold
     for metric, holds in plan.thresholds:
         value = reading.get(metric)
         if value is not None and holds(value):

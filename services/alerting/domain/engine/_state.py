@@ -19,7 +19,7 @@ from services.alerting.domain.grouping import Groups, due_notifications, ingest
 from services.alerting.domain.inhibition import DEFAULT_INHIBIT_RULES, InhibitRule, muter
 from services.alerting.domain.matchers import Matcher
 from services.alerting.domain.routing import RoutingTree
-from services.alerting.domain.rules import Rule
+from services.alerting.domain.rules import Rule, RuleBook, RuleKey
 from services.alerting.domain.series_evaluation import SeriesState, series_key
 from services.alerting.domain.silences import Silence
 
@@ -55,13 +55,13 @@ class EngineState:
         self._seen: dict[str, datetime] = {}
         self._applicable: dict[str, tuple[Rule, ...]] = {}
         self._sample_rules: tuple[Rule, ...] = ()
-        self._by_name: dict[str, Rule] = {}
+        self._by_name = RuleBook()
         self._windows: dict[str, float] = {}
         self._value_fields: tuple[str, ...] = ()
         self._absent_for: timedelta | None = None
         self._plans: dict[tuple[str, str, str, str | None, str | None], Plan] = {}
         self._scoped: tuple[tuple[Rule, tuple[Matcher, ...]], ...] = ()
-        self._checks: dict[tuple[str, ...], Checks] = {}
+        self._checks: dict[tuple[RuleKey, ...], Checks] = {}
         self._node_seen: dict[str, datetime] = {}
         # Series holding an alert (what tick() must look at), and when pending alerts come due.
         self._timers = PendingTimers()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import datetime
 
 from services.alerting.domain.alert_lifecycle import Phase
-from services.alerting.domain.rules import Rule
+from services.alerting.domain.rules import RuleBook
 from services.alerting.domain.series_evaluation import SeriesState
 
 __all__ = ["PendingTimers"]
@@ -21,7 +21,7 @@ class PendingTimers:
         self._due: list[tuple[datetime, str]] = []
         self._due_at: dict[str, datetime] = {}
 
-    def track(self, key: str, state: SeriesState | None, rules: Mapping[str, Rule]) -> None:
+    def track(self, key: str, state: SeriesState | None, rules: RuleBook) -> None:
         """Keep the set of alert-holding series and the pending timers in step with a series' state."""
         if state is not None and state.alerts:
             self.alerting[key] = None
@@ -30,12 +30,12 @@ class PendingTimers:
             self.alerting.pop(key, None)
             self._due_at.pop(key, None)
 
-    def schedule(self, key: str, state: SeriesState, rules: Mapping[str, Rule]) -> None:
+    def schedule(self, key: str, state: SeriesState, rules: RuleBook) -> None:
         """Set the series' timer to when its first pending alert's `for` elapses (none if none)."""
         pending = [
             alert.active_at + rule.for_duration
             for name, alert in state.alerts.items()
-            if alert.phase is Phase.PENDING and (rule := rules.get(name)) is not None
+            if alert.phase is Phase.PENDING and (rule := rules.get(name, state.labels)) is not None
         ]
         when = min(pending) if pending else None
         if when is None:
