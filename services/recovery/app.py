@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI
 
 from libs.common.db import service_migrations
@@ -17,6 +19,8 @@ from services.recovery.settings import RecoverySettings
 
 __all__ = ["create_app"]
 
+log = logging.getLogger(__name__)
+
 CONSUMED = (
     topics.TELEMETRY_FAULTS,
     topics.ALERTING,
@@ -30,17 +34,19 @@ def create_app(settings: RecoverySettings | None = None) -> FastAPI:
     """Build the recovery app; nothing connects until the app's lifespan starts."""
     settings = settings or RecoverySettings()
     fault_catalog = load_catalog()
-    background: list[tuple[str, BackgroundTask]] = [("recovery-tick", tick_loop())]
-    if settings.consume_samples:
-        background.append(("recovery-samples", samples_loop))
-    runtime = ServiceRuntime(
-        settings=settings, migrations=service_migrations("recovery"), background=background
-    )
+    runtime = ServiceRuntime(settings=settings, migrations=service_migrations("recovery"))
     window = (
         SampleWindow(redis=lambda: runtime.redis, keys=runtime.keys, window_s=settings.window_s)
         if settings.consume_samples
         else None
     )
+    # The tick's health checks read the same window diagnosis reads.
+    background: list[tuple[str, BackgroundTask]] = [("recovery-tick", tick_loop(window=window))]
+    if settings.consume_samples:
+        background.append(("recovery-samples", samples_loop))
+    else:
+        log.warning("RECOVERY_CONSUME_SAMPLES is off: health checks pass on the settle period, not readings")
+    runtime.background = background
     deps = RecoveryDeps(settings=settings, catalog=fault_catalog, window=window)
     runtime.consumers = [ConsumerSpec("main", CONSUMED, handlers(deps))]
     app = create_service_app(

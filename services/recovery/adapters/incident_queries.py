@@ -14,6 +14,9 @@ __all__ = ["IncidentFilter", "IncidentQueries"]
 SELECT_INCIDENT = "SELECT doc FROM incidents WHERE incident_id = $1"
 SELECT_INCIDENT_TENANTS = "SELECT tenants FROM incidents WHERE incident_id = $1"
 SELECT_WORKLOAD_TENANTS = "SELECT workload_id, tenant_id FROM incident_workloads WHERE incident_id = $1"
+SELECT_WORKLOAD_TENANTS_OF = """
+SELECT incident_id, workload_id, tenant_id FROM incident_workloads WHERE incident_id = ANY ($1::text[])
+"""
 SELECT_LIST = """
 SELECT doc FROM incidents
 WHERE ($1::text IS NULL OR state = $1) AND ($2::text IS NULL OR node = $2)
@@ -56,6 +59,13 @@ class IncidentQueries:
         """The tenant of each workload the incident moves."""
         rows = await self._conn.fetch(SELECT_WORKLOAD_TENANTS, incident_id)
         return {r["workload_id"]: r["tenant_id"] for r in rows}
+
+    async def workload_tenants_of(self, incident_ids: list[str]) -> dict[str, dict[str, str | None]]:
+        """The tenant of each workload, per incident, for several incidents at once."""
+        found: dict[str, dict[str, str | None]] = {i: {} for i in incident_ids}
+        for r in await self._conn.fetch(SELECT_WORKLOAD_TENANTS_OF, incident_ids):
+            found[r["incident_id"]][r["workload_id"]] = r["tenant_id"]
+        return found
 
     async def search(self, flt: IncidentFilter, *, limit: int, offset: int) -> list[Incident]:
         """Incidents matching the filter, newest first."""

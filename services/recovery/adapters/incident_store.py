@@ -24,6 +24,8 @@ ON CONFLICT (incident_id) DO UPDATE SET
                         THEN COALESCE(EXCLUDED.settle_until, incidents.settle_until) END,
     doc = EXCLUDED.doc, updated_at = now()
 """
+# Held to the end of the transaction: signals of one node are handled one at a time.
+LOCK_NODE = "SELECT pg_advisory_xact_lock(hashtextextended('recovery.node:' || $1, 0))"
 INSERT_INCIDENT_WORKLOAD = """
 INSERT INTO incident_workloads (incident_id, workload_id, tenant_id) VALUES ($1, $2, $3)
 ON CONFLICT DO NOTHING
@@ -91,6 +93,10 @@ class IncidentStore:
         rows = [(i.id, w, tenants.get(w)) for w in i.workload_ids]
         if rows:
             await self._conn.executemany(INSERT_INCIDENT_WORKLOAD, rows)
+
+    async def lock_node(self, node: str) -> None:
+        """Wait for, then hold until commit, the node's lock: a signal sees what the previous one opened."""
+        await self._conn.execute(LOCK_NODE, node)
 
     async def recent_on_node(self, node: str, *, since: datetime) -> list[Incident]:
         """Open incidents on the node and those seen since ``since``, newest first (locked)."""

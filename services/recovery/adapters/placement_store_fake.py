@@ -37,6 +37,10 @@ class FakePlacementStore:
         """Workloads placed on a node, by workload id."""
         return [p for _, p in sorted(self.placements.items()) if p.node == node]
 
+    async def of(self, workload_ids: Sequence[str]) -> dict[str, Placement]:
+        """Current placements of the given workloads, by workload id."""
+        return {w: self.placements[w] for w in workload_ids if w in self.placements}
+
     async def set_health(self, *, gpu: str, node: str, health: str) -> None:
         """Record a GPU's health as inventory reported it."""
         self.health[gpu] = (node, health)
@@ -44,3 +48,7 @@ class FakePlacementStore:
     async def health_of(self, gpus: Sequence[str]) -> dict[str, str]:
         """Health of the given GPUs (GPUs never reported are left out)."""
         return {gpu: self.health[gpu][1] for gpu in gpus if gpu in self.health}
+
+    async def out_of_service_on_node(self, node: str) -> list[str]:
+        """GPUs of a node last reported draining or failed, by GPU id."""
+        return sorted(g for g, (n, h) in self.health.items() if n == node and h in ("draining", "failed"))

@@ -17,7 +17,8 @@ from redis.asyncio import Redis
 from libs.common.events.sample_wire import WireBatch
 from libs.common.redis import Keyspace
 from services.recovery.domain.correlate import TelemetrySample
-from services.recovery.domain.window_samples import to_samples
+from services.recovery.domain.health import GpuReading
+from services.recovery.domain.window_samples import to_readings, to_samples
 
 __all__ = ["WINDOW_FIELDS", "SampleWindow", "window_entry"]
 
@@ -43,6 +44,9 @@ def window_entry(sample: Mapping[str, Any], *, at: datetime) -> dict[str, Any]:
     (a float field may be a JSON int): float fields are written as floats, as the models made them.
     """
     get = sample.get
+    if get("lost_reason"):
+        # The agent could not read the GPU (fallen off the bus): no metrics, only that it was lost then.
+        return {"at": at.isoformat(), "lost": 1, "xid": get("xid_count") or 0}
     used, total = get("fb_used_bytes"), get("fb_total_bytes")
     fb = 100.0 * used / total if used is not None and total else 0.0
     return {
@@ -94,19 +98,28 @@ class SampleWindow:
 
     async def peers(self, node: str, *, exclude: str | None, until: datetime) -> list[TelemetrySample]:
         """The windows of the node's other GPUs, flattened."""
-        members = await self._client().smembers(self._node_key(node))
-        names = (m.decode() if isinstance(m, bytes) else str(m) for m in members)
-        gpus = sorted(n for n in names if n != exclude)
+        gpus = [gpu for gpu in await self.node_gpus(node) if gpu != exclude]
         return [s for window in await self._read(gpus, until=until) for s in window]
 
+    async def node_gpus(self, node: str) -> list[str]:
+        """The GPUs the node's agent reported within the window, by id."""
+        members = await self._client().smembers(self._node_key(node))
+        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+
+    async def readings(self, gpus: Sequence[str]) -> dict[str, list[GpuReading]]:
+        """Every reading of each GPU in the window (answering or lost), oldest first."""
+        entries = await self._entries(gpus)
+        return {gpu: to_readings(gpu, items) for gpu, items in zip(gpus, entries, strict=True)}
+
     async def _read(self, gpus: Sequence[str], *, until: datetime) -> list[list[TelemetrySample]]:
+        entries = await self._entries(gpus)
+        return [to_samples(gpu, items, until=until) for gpu, items in zip(gpus, entries, strict=True)]
+
+    async def _entries(self, gpus: Sequence[str]) -> list[list[dict[str, Any]]]:
         if not gpus:
             return []
         pipe = self._client().pipeline(transaction=False)
         for gpu in gpus:
             pipe.lrange(self._gpu_key(gpu), 0, -1)
         raw = await pipe.execute()
-        return [
-            to_samples(gpu, [json.loads(item) for item in items], until=until)
-            for gpu, items in zip(gpus, raw, strict=True)
-        ]
+        return [[json.loads(item) for item in items] for items in raw]

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 
 from libs.common.auth import Caller
 from libs.common.http import NotFound, Unprocessable
+from libs.common.http.errors import error_responses
 from services.recovery.api.schemas import CatalogOut
 from services.recovery.domain.catalog import FaultCatalog, FaultEntry
 
@@ -33,7 +34,7 @@ async def list_faults(request: Request, _: Caller) -> CatalogOut:
     return CatalogOut(sources=dict(catalog.sources), faults=list(catalog.entries.values()))
 
 
-@router.get("/v1/catalog/faults/{key}")
+@router.get("/v1/catalog/faults/{key}", responses=error_responses(404))
 async def get_fault(request: Request, _: Caller, key: str) -> FaultEntry:
     entry = catalog_of(request).entries.get(key)
     if entry is None:

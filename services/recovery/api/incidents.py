@@ -7,7 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 
 from libs.common.auth import Caller, tenant_filter
-from libs.common.http import NotFound
+from libs.common.http import NotFound, Offset
+from libs.common.http.errors import error_responses
 from services.recovery.adapters.incident_queries import IncidentFilter, IncidentQueries
 from services.recovery.api.catalog import known_fault_type
 from services.recovery.api.schemas import IncidentDetail, IncidentSummary, detail, summary
@@ -18,7 +19,7 @@ __all__ = ["router"]
 router = APIRouter(tags=["recovery"])
 
 
-@router.get("/v1/incidents")
+@router.get("/v1/incidents", responses=error_responses(403))
 async def list_incidents(
     request: Request,
     caller: Caller,
@@ -28,7 +29,7 @@ async def list_incidents(
     fault_type: str | None = None,
     tenant_id: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> list[IncidentSummary]:
     flt = IncidentFilter(
         state=state.value if state else None,
@@ -38,11 +39,15 @@ async def list_incidents(
         tenant=tenant_filter(caller, tenant_id),
     )
     async with request.app.state.runtime.pool.acquire() as conn:
-        incidents = await IncidentQueries(conn).search(flt, limit=limit, offset=offset)
-    return [summary(i) for i in incidents]
+        queries = IncidentQueries(conn)
+        incidents = await queries.search(flt, limit=limit, offset=offset)
+        # A tenant's progress counts only its own workloads' migrations, as in the detail.
+        mine = tenant_filter(caller)
+        tenants = await queries.workload_tenants_of([i.id for i in incidents]) if mine else {}
+    return [summary(i, workload_tenants=tenants.get(i.id), tenant=mine) for i in incidents]
 
 
-@router.get("/v1/incidents/{incident_id}")
+@router.get("/v1/incidents/{incident_id}", responses=error_responses(404))
 async def get_incident(request: Request, caller: Caller, incident_id: str) -> IncidentDetail:
     tenant = tenant_filter(caller)
     async with request.app.state.runtime.pool.acquire() as conn:

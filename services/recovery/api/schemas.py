@@ -43,6 +43,9 @@ class IncidentSummary(BaseModel):
     closed_at: datetime | None
     escalation_reason: str | None
     repeat_of: str | None
+    progress_percent: int | None = Field(
+        description="Mean migration progress over the shown workloads (null: no migration)."
+    )
 
 
 class DiagnosisOut(BaseModel):
@@ -59,7 +62,6 @@ class IncidentDetail(IncidentSummary):
     diagnosis: DiagnosisOut | None
     history: list[StateChange]
     migrations: list[Migration]
-    progress_percent: int | None = Field(description="Mean migration progress over the shown workloads.")
 
 
 class SloOut(BaseModel):
@@ -79,8 +81,22 @@ class CatalogOut(BaseModel):
     faults: list[FaultEntry]
 
 
-def summary(incident: Incident) -> IncidentSummary:
-    """The list view of an incident."""
+def _shown(
+    incident: Incident, *, workload_tenants: Mapping[str, str | None], tenant: str | None
+) -> list[Migration]:
+    """The migrations a caller may see: all for the admin, a tenant's own workloads' for a tenant."""
+    return [m for m in incident.migrations if tenant is None or workload_tenants.get(m.workload_id) == tenant]
+
+
+def _progress(migrations: list[Migration]) -> int | None:
+    return round(sum(m.percent for m in migrations) / len(migrations)) if migrations else None
+
+
+def summary(
+    incident: Incident, *, workload_tenants: Mapping[str, str | None] | None = None, tenant: str | None = None
+) -> IncidentSummary:
+    """The list view of an incident; progress over the migrations the caller may see (see detail)."""
+    shown = _shown(incident, workload_tenants=workload_tenants or {}, tenant=tenant)
     c = incident.classification
     return IncidentSummary(
         incident_id=incident.id,
@@ -99,6 +115,7 @@ def summary(incident: Incident) -> IncidentSummary:
         closed_at=incident.closed_at,
         escalation_reason=incident.escalation_reason,
         repeat_of=incident.repeat_of,
+        progress_percent=_progress(shown),
     )
 
 
@@ -106,9 +123,7 @@ def detail(
     incident: Incident, *, workload_tenants: Mapping[str, str | None], tenant: str | None
 ) -> IncidentDetail:
     """The full view; a tenant sees only its own workloads' migrations."""
-    migrations = [
-        m for m in incident.migrations if tenant is None or workload_tenants.get(m.workload_id) == tenant
-    ]
+    migrations = _shown(incident, workload_tenants=workload_tenants, tenant=tenant)
     d = incident.diagnosis
     diagnosis = (
         DiagnosisOut(
@@ -117,11 +132,9 @@ def detail(
         if d is not None
         else None
     )
-    progress = round(sum(m.percent for m in migrations) / len(migrations)) if migrations else None
     return IncidentDetail(
-        **summary(incident).model_dump(),
+        **summary(incident, workload_tenants=workload_tenants, tenant=tenant).model_dump(),
         diagnosis=diagnosis,
         history=list(incident.history),
         migrations=migrations,
-        progress_percent=progress,
     )

@@ -8,18 +8,25 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from services.recovery.domain.correlate import Cause, Finding
+
 __all__ = [
+    "CATALOG_CONFIDENCE",
     "UNKNOWN_XID",
     "Action",
     "FaultCatalog",
     "FaultEntry",
     "Owner",
     "Severity",
+    "catalog_finding",
     "parse_catalog",
     "xid_key",
 ]
 
 UNKNOWN_XID = "xid_unknown"
+#: Confidence of the catalog's cause: what the fault means is known, but any telemetry finding about why
+#: it happened (every rule starts above 0.5) outweighs it.
+CATALOG_CONFIDENCE = 0.5
 
 
 class Severity(StrEnum):
@@ -71,6 +78,11 @@ class FaultEntry(BaseModel):
         default=None,
         description="Fault types sharing a group are one fault seen by several signals: they fold together",
     )
+    cause: Cause | None = Field(
+        default=None,
+        description="The probable cause the fault itself names (XID 79: the GPU fell off the bus), when "
+        "the telemetry window shows none",
+    )
 
     @property
     def fold_key(self) -> str:
@@ -103,6 +115,18 @@ class FaultCatalog(BaseModel):
     def for_xid(self, xid: int) -> FaultEntry:
         """The entry for an XID code, falling back to the unknown-XID entry."""
         return self.entries.get(xid_key(xid), self.entries[UNKNOWN_XID])
+
+
+def catalog_finding(entry: FaultEntry) -> Finding | None:
+    """The catalog's own account of a fault as a finding, for entries that name a cause."""
+    if entry.cause is None:
+        return None
+    return Finding(
+        rule="fault_catalog",
+        cause=entry.cause,
+        confidence=CATALOG_CONFIDENCE,
+        evidence={"fault_type": entry.key, "description": entry.description, "source": entry.source},
+    )
 
 
 def xid_key(xid: int) -> str:

@@ -41,6 +41,7 @@ class Cause(StrEnum):
     MEMORY_EXHAUSTION = "memory_exhaustion"
     NODE_OR_INTERCONNECT = "node_or_interconnect"
     APPLICATION_BUG = "application_bug"
+    GPU_FELL_OFF_BUS = "gpu_fell_off_bus"
     UNKNOWN = "unknown"
 
 
@@ -244,8 +245,14 @@ def diagnose(
     peer_samples: Sequence[TelemetrySample] = (),
     recent_faults: Sequence[RecentFault] = (),
     limits: CorrelationThresholds | None = None,
+    prior: Finding | None = None,
 ) -> Diagnosis:
-    """Run every rule over the window before the fault; the most confident finding is the probable cause."""
+    """Run every rule over the window before the fault; the most confident finding is the probable cause.
+
+    prior is what the fault itself says (the catalog's meaning of it, see catalog.catalog_finding): the
+    cause when the telemetry shows nothing, and outweighed by any telemetry finding (it comes last and
+    its confidence is below every rule's).
+    """
     limits = limits or CorrelationThresholds()
     others = _recent_elsewhere(fault, recent_faults, limits)
     candidates = [
@@ -255,6 +262,7 @@ def diagnose(
         _thermal(own_samples, limits),
         _power(own_samples, limits),
         _memory(own_samples, limits),
+        prior,
     ]
     findings = tuple(f for f in candidates if f is not None)
     if not findings:

@@ -7,22 +7,37 @@ from datetime import datetime
 from typing import Any
 
 from services.recovery.domain.correlate import TelemetrySample
+from services.recovery.domain.health import GpuReading
 
-__all__ = ["to_samples"]
+__all__ = ["to_readings", "to_samples"]
+
+
+def _ordered(entries: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted(entries, key=lambda e: datetime.fromisoformat(str(e["at"])))
 
 
 def to_samples(gpu: str, entries: Sequence[Mapping[str, Any]], *, until: datetime) -> list[TelemetrySample]:
-    """Window records (any order) up to ``until`` as samples; the XID counter becomes XIDs per second."""
-    ordered = sorted(entries, key=lambda e: str(e["at"]))
+    """Window records (any order) up to ``until`` as samples; the XID counter becomes XIDs per second.
+
+    Records of the GPU reported lost carry no metrics, so they are no sample (their XID count still counts).
+    """
     samples: list[TelemetrySample] = []
     previous: int | None = None
-    for e in ordered:
+    for e in _ordered(entries):
         at = datetime.fromisoformat(str(e["at"]))
         counter = int(e["xid"])
-        if at <= until:
+        if at <= until and not e.get("lost"):
             samples.append(_sample(gpu, e, at=at, xids=max(counter - (previous or counter), 0)))
         previous = counter
     return samples
+
+
+def to_readings(gpu: str, entries: Sequence[Mapping[str, Any]]) -> list[GpuReading]:
+    """Window records (any order) as readings, oldest first: when, and whether the GPU answered."""
+    return [
+        GpuReading(gpu=gpu, at=datetime.fromisoformat(str(e["at"])), answering=not e.get("lost"))
+        for e in _ordered(entries)
+    ]
 
 
 def _sample(gpu: str, e: Mapping[str, Any], *, at: datetime, xids: int) -> TelemetrySample:

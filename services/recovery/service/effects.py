@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from libs.common.db.uow import UnitOfWork
 from libs.common.events import Event
+from libs.common.events.agent import HostActionRequestedV1
 from libs.common.events.recovery import (
     DrainRequestedV1,
     IncidentClosedV1,
@@ -18,8 +18,6 @@ from libs.common.events.recovery import (
     MigrationRequestedV1,
     ReturnToServiceRequestedV1,
 )
-from services.recovery.adapters.incident_store import IncidentStore
-from services.recovery.adapters.placement_store import PlacementStore
 from services.recovery.domain.commands import (
     Command,
     DrainGpu,
@@ -36,6 +34,7 @@ from services.recovery.domain.placements import Placement
 from services.recovery.domain.slo import time_to_detect, time_to_recover
 from services.recovery.domain.workload_moves import Migration
 from services.recovery.service import metrics
+from services.recovery.service.unit_of_work import RecoveryUnitOfWork
 
 __all__ = ["Effects", "apply"]
 
@@ -51,7 +50,7 @@ class Effects:
 
 
 async def apply(
-    uow: UnitOfWork,
+    uow: RecoveryUnitOfWork,
     transition: Transition,
     *,
     before: Incident | None,
@@ -62,10 +61,10 @@ async def apply(
     if transition.ignored:
         return
     incident = transition.incident
-    placements = await PlacementStore(uow.conn).of(incident.workload_ids)
+    placements = await uow.placements.of(incident.workload_ids)
     settle = fx.now + fx.settle if _resets(transition.commands) else None
     tenants = {w: p.tenant_id for w, p in placements.items()}
-    await IncidentStore(uow.conn).save(incident, tenants=tenants, settle_until=settle)
+    await uow.incidents.save(incident, tenants=tenants, settle_until=settle)
     if before is None:
         await _opened(uow, incident)
     if progress is not None:
@@ -92,7 +91,7 @@ def _resets(commands: Sequence[Command]) -> bool:
     return any(isinstance(c, ResetGpu | RebootNode) for c in commands)
 
 
-async def _opened(uow: UnitOfWork, incident: Incident) -> None:
+async def _opened(uow: RecoveryUnitOfWork, incident: Incident) -> None:
     c = incident.classification
     await uow.emit(
         IncidentOpenedV1(
@@ -134,7 +133,7 @@ def _closed(incident: Incident) -> IncidentClosedV1:
 
 
 async def _events_for(
-    uow: UnitOfWork, incident: Incident, command: Command, placements: dict[str, Placement]
+    uow: RecoveryUnitOfWork, incident: Incident, command: Command, placements: dict[str, Placement]
 ) -> list[tuple[Event, str | None]]:
     """The events that ask other services to carry out one command."""
     iid, recoverable = incident.id, incident.classification.recoverable
@@ -152,9 +151,7 @@ async def _events_for(
         case RestartWorkload(workload_id=w):
             return _migration(iid, placements.get(w), w, incident.gpu, reason="restart after workload fault")
         case ReturnGpuToService(gpu=gpu):
-            others = await IncidentStore(uow.conn).others_holding_gpu(
-                gpu, other_than=iid, since=incident.detected_at
-            )
+            others = await uow.incidents.others_holding_gpu(gpu, other_than=iid, since=incident.detected_at)
             if others:
                 # Another fault of this GPU is still handled, or escalated to a person meanwhile: the
                 # last incident to recover returns it, and an escalation keeps it out.
@@ -164,9 +161,27 @@ async def _events_for(
         case ReturnNodeToService(node=node):
             gpus = await _node_gpus_to_return(uow, incident)
             return [(ReturnToServiceRequestedV1(incident_id=iid, gpu_uuid=g, node=node), None) for g in gpus]
+        case ResetGpu(gpu=gpu):
+            # The agent of the node resets it; the settle period (saved above) starts now, and only
+            # readings it takes after this count for the health check.
+            return [(_host_action(incident, gpu=gpu, action="reset_gpu"), None)]
+        case RebootNode():
+            return [(_host_action(incident, gpu=None, action="reboot_node"), None)]
         case _:
-            # ResetGpu/RebootNode start the settle period (saved above); Escalate closes the incident.
+            # Escalate closes the incident.
             return []
+
+
+def _host_action(
+    incident: Incident, *, gpu: str | None, action: Literal["reset_gpu", "reboot_node"]
+) -> HostActionRequestedV1:
+    return HostActionRequestedV1(
+        command_id=f"{incident.id}:{action}:{len(incident.history)}",
+        incident_id=incident.id,
+        node=incident.node,
+        gpu_uuid=gpu,
+        action=action,
+    )
 
 
 def _migration(
@@ -185,9 +200,9 @@ def _migration(
     return [(event, placement.tenant_id)]
 
 
-async def _node_gpus_to_return(uow: UnitOfWork, incident: Incident) -> list[str]:
+async def _node_gpus_to_return(uow: RecoveryUnitOfWork, incident: Incident) -> list[str]:
     """The node's drained GPUs, except those another incident still holds out of service."""
-    places, incidents = PlacementStore(uow.conn), IncidentStore(uow.conn)
+    places, incidents = uow.placements, uow.incidents
     drained = set(await places.out_of_service_on_node(incident.node))
     if incident.gpu is not None:
         drained.add(incident.gpu)

@@ -6,25 +6,24 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TypeAlias
 
 from libs.common.bus.handlers import HandlerContext, Handlers
-from libs.common.db.uow import UnitOfWork
 from libs.common.events.agent import MigrationStepV1
 from libs.common.events.alerting import AlertFiredV1
 from libs.common.events.inventory import GpuHealthChangedV1
 from libs.common.events.scheduler import WorkloadEndedV1, WorkloadPlacedV1
 from libs.common.events.telemetry import FaultSignaledV1
-from services.recovery.adapters.incident_store import IncidentStore
-from services.recovery.adapters.placement_store import PlacementStore
 from services.recovery.adapters.sample_window import SampleWindow
-from services.recovery.domain.catalog import Action, FaultCatalog
+from services.recovery.adapters.unit_of_work import PostgresRecoveryUnitOfWork
+from services.recovery.domain.catalog import Action, FaultCatalog, catalog_finding
 from services.recovery.domain.classify import FaultSignal, classify
 from services.recovery.domain.correlate import CorrelationThresholds, Diagnosis, FaultContext, diagnose
-from services.recovery.domain.detection import DetectionOutcome, ingest_signal
+from services.recovery.domain.detection import DetectionOutcome, fails_health_check, ingest_signal
 from services.recovery.domain.incidents import (
     HOLDING_STATES,
     OUT_OF_SERVICE,
+    TERMINAL_STATES,
     Incident,
     IncidentState,
     Transition,
@@ -39,6 +38,7 @@ from services.recovery.domain.incidents import (
     requested_drain,
     start_diagnosis,
     start_remediation,
+    still_moving,
 )
 from services.recovery.domain.placements import Placement
 from services.recovery.domain.workload_moves import MigrationPhase
@@ -46,69 +46,59 @@ from services.recovery.service import metrics
 from services.recovery.service.config import RecoveryConfig
 from services.recovery.service.effects import Effects, apply
 from services.recovery.service.signals import from_alert, from_fault
+from services.recovery.service.unit_of_work import RecoveryUnitOfWork
 
-__all__ = ["PlacementMap", "RecoveryDeps", "handlers", "ingest"]
+__all__ = ["Context", "RecoveryDeps", "handlers", "ingest"]
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class PlacementMap(Protocol):
-    """The placement map and GPU health the handlers keep (PlacementStore; FakePlacementStore in tests)."""
-
-    async def place(self, p: Placement, *, priority: float) -> None: ...
-
-    async def end(self, *, workload_id: str, placement_id: str) -> None: ...
-
-    async def on_gpu(self, gpu: str) -> list[Placement]: ...
-
-    async def on_node(self, node: str) -> list[Placement]: ...
-
-    async def set_health(self, *, gpu: str, node: str, health: str) -> None: ...
-
-    async def health_of(self, gpus: Sequence[str]) -> dict[str, str]: ...
-
-
-def _sql_placements(uow: UnitOfWork) -> PlacementMap:
-    return PlacementStore(uow.conn)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecoveryDeps:
-    """What the handlers need besides the unit of work: catalog, settings, telemetry window, clock, stores."""
+    """What the handlers need besides the unit of work: catalog, settings, telemetry window and clock."""
 
     settings: RecoveryConfig
     catalog: FaultCatalog
     window: SampleWindow | None = None
     clock: Callable[[], datetime] = field(default=_utcnow)
-    placements: Callable[[UnitOfWork], PlacementMap] = _sql_placements
+
+
+#: What every handler of recovery gets: its deps and recovery's unit of work.
+Context: TypeAlias = HandlerContext[RecoveryDeps, RecoveryUnitOfWork]
+#: The states of an open incident.
+_OPEN = tuple(state for state in IncidentState if state not in TERMINAL_STATES)
 
 
 def _effects(deps: RecoveryDeps, now: datetime) -> Effects:
     return Effects(settle=deps.settings.settle_timedelta, now=now)
 
 
-async def on_fault_signaled(event: FaultSignaledV1, ctx: HandlerContext[RecoveryDeps]) -> None:
+async def on_fault_signaled(event: FaultSignaledV1, ctx: Context) -> None:
     await ingest(from_fault(event), uow=ctx.uow, deps=ctx.deps)
 
 
-async def on_alert_fired(event: AlertFiredV1, ctx: HandlerContext[RecoveryDeps]) -> None:
+async def on_alert_fired(event: AlertFiredV1, ctx: Context) -> None:
     signal = from_alert(event)
     if signal is not None:
         await ingest(signal, uow=ctx.uow, deps=ctx.deps)
 
 
-async def ingest(signal: FaultSignal, *, uow: UnitOfWork, deps: RecoveryDeps) -> None:
+async def ingest(signal: FaultSignal, *, uow: RecoveryUnitOfWork, deps: RecoveryDeps) -> None:
     """Classify a signal, fold it or open an incident, and start remediating a new one."""
     now = deps.clock()
-    incidents, places = IncidentStore(uow.conn), deps.placements(uow)
+    incidents, places = uow.incidents, uow.placements
+    # One signal of a node at a time, across consumers and replicas: two signals of one fault (XID 79
+    # and its lost GPU) handled side by side would each see no incident and open one each.
+    await incidents.lock_node(signal.node)
     recent = await incidents.recent_on_node(signal.node, since=now - deps.settings.policy.fold_window)
     classification = classify(signal, catalog=deps.catalog)
     busy = {w for i in recent if i.is_open for w in i.workload_ids}
     node_placed = [p for p in await places.on_node(signal.node) if p.workload_id not in busy]
     node_wide = signal.gpu is None or classification.action is Action.REBOOT_NODE
     affected = [p for p in node_placed if node_wide or signal.gpu in p.gpus]
+    health = await places.health_of([signal.gpu]) if signal.gpu is not None else {}
     detection = ingest_signal(
         signal=signal,
         classification=classification,
@@ -117,6 +107,7 @@ async def ingest(signal: FaultSignal, *, uow: UnitOfWork, deps: RecoveryDeps) ->
         incident_id=f"inc-{uuid.uuid4().hex[:16]}",
         detected_at=now,
         policy=deps.settings.policy,
+        out_of_service=health.get(signal.gpu or "") in OUT_OF_SERVICE,
     )
     metrics.SIGNALS.labels(detection.outcome.value).inc()
     fx = _effects(deps, now)
@@ -127,11 +118,11 @@ async def ingest(signal: FaultSignal, *, uow: UnitOfWork, deps: RecoveryDeps) ->
         before = next(i for i in recent if i.id == folded.id)
         await apply(uow, Transition(incident=folded), before=before, fx=fx)
         recent = [folded if i.id == folded.id else i for i in recent]
-    await _fail_health_checks(uow, recent, signal=signal, fx=fx)
+    await _fail_health_checks(uow, recent, signal=signal, fx=fx, readings_decide=deps.window is not None)
 
 
 async def _open(
-    uow: UnitOfWork,
+    uow: RecoveryUnitOfWork,
     incident: Incident,
     *,
     deps: RecoveryDeps,
@@ -150,10 +141,10 @@ async def _open(
     both = Transition(incident=second.incident, commands=first.commands + second.commands)
     await apply(uow, both, before=None, fx=fx)
     if both.incident.gpu is not None:
-        health = await deps.placements(uow).health_of([both.incident.gpu])
+        health = await uow.placements.health_of([both.incident.gpu])
         if drain_in_effect(both.incident, gpu_health=health.get(both.incident.gpu)):
             # Inventory will report no change for this drain: it is complete already.
-            await _drain_done(uow, both.incident, deps=deps, gpu=both.incident.gpu, fx=fx)
+            await _drain_done(uow, both.incident, gpu=both.incident.gpu, fx=fx)
 
 
 async def _diagnose(incident: Incident, *, deps: RecoveryDeps, recent: Sequence[Incident]) -> Diagnosis:
@@ -165,36 +156,41 @@ async def _diagnose(incident: Incident, *, deps: RecoveryDeps, recent: Sequence[
         peers = await deps.window.peers(incident.node, exclude=incident.gpu, until=at)
     context = FaultContext(gpu=incident.gpu, node=incident.node, workload_ids=incident.workload_ids, at=at)
     limits = CorrelationThresholds(recent_fault_window=timedelta(seconds=deps.settings.correlation_window_s))
+    entry = deps.catalog.entries.get(incident.fault_type)
     return diagnose(
         fault=context,
         limits=limits,
         own_samples=own,
         peer_samples=peers,
         recent_faults=[i.as_recent_fault() for i in recent if i.id != incident.id],
+        prior=catalog_finding(entry) if entry is not None else None,
     )
 
 
 async def _fail_health_checks(
-    uow: UnitOfWork, recent: Sequence[Incident], *, signal: FaultSignal, fx: Effects
+    uow: RecoveryUnitOfWork,
+    recent: Sequence[Incident],
+    *,
+    signal: FaultSignal,
+    fx: Effects,
+    readings_decide: bool,
 ) -> None:
     """A new fault where an incident awaits its health check means the check failed."""
     for incident in recent:
-        if incident.state is not IncidentState.VERIFYING:
-            continue
-        if signal.gpu is None or incident.gpu == signal.gpu or drains_node(incident):
+        if fails_health_check(incident, signal, readings_decide=readings_decide):
             failed = record_health_check(incident, passed=False, at=fx.now)
             await apply(uow, failed, before=incident, fx=fx)
 
 
-async def on_gpu_health_changed(event: GpuHealthChangedV1, ctx: HandlerContext[RecoveryDeps]) -> None:
-    places = ctx.deps.placements(ctx.uow)
+async def on_gpu_health_changed(event: GpuHealthChangedV1, ctx: Context) -> None:
+    places = ctx.uow.placements
     await places.set_health(gpu=event.gpu_uuid, node=event.node, health=event.health)
     if event.health not in OUT_OF_SERVICE:
         return
     fx = _effects(ctx.deps, ctx.deps.clock())
-    for incident in await IncidentStore(ctx.uow.conn).open_in_state(event.node, IncidentState.DRAINING):
+    for incident in await ctx.uow.incidents.open_in_state(event.node, IncidentState.DRAINING):
         if drains_node(incident) or incident.gpu == event.gpu_uuid:
-            await _drain_done(ctx.uow, incident, deps=ctx.deps, gpu=event.gpu_uuid, fx=fx)
+            await _drain_done(ctx.uow, incident, gpu=event.gpu_uuid, fx=fx)
     if await _open_drains(ctx.uow, node=event.node, gpus={event.gpu_uuid}):
         return
     # No open incident holds the GPU: one escalated before its drain took effect may have.
@@ -204,24 +200,27 @@ async def on_gpu_health_changed(event: GpuHealthChangedV1, ctx: HandlerContext[R
     )
 
 
-async def _drain_done(
-    uow: UnitOfWork, incident: Incident, *, deps: RecoveryDeps, gpu: str, fx: Effects
-) -> None:
-    """The drain holds: every workload now on the GPU (or node) joins the incident and is moved."""
-    places = deps.placements(uow)
+async def _drain_done(uow: RecoveryUnitOfWork, incident: Incident, *, gpu: str, fx: Effects) -> None:
+    """The drain holds: every workload now on the GPU (or node) joins the incident and is moved.
+
+    Workloads another open incident of the node is moving already are left to it (see still_moving).
+    """
+    places = uow.placements
     on_it = await places.on_node(incident.node) if drains_node(incident) else await places.on_gpu(gpu)
-    adopted = adopt_workloads(incident, workload_ids=[p.workload_id for p in on_it], at=fx.now)
+    others = [i for i in await uow.incidents.open_in_state(incident.node, *_OPEN) if i.id != incident.id]
+    found = [p.workload_id for p in on_it if not any(still_moving(i, p.workload_id) for i in others)]
+    adopted = adopt_workloads(incident, workload_ids=found, at=fx.now)
     await apply(uow, drain_completed(adopted.incident, at=fx.now), before=incident, fx=fx)
 
 
-async def _open_drains(uow: UnitOfWork, *, node: str, gpus: set[str]) -> list[Incident]:
+async def _open_drains(uow: RecoveryUnitOfWork, *, node: str, gpus: set[str]) -> list[Incident]:
     """Open incidents holding one of these GPUs (or their node) drained, oldest first (locked)."""
-    found = await IncidentStore(uow.conn).open_in_state(node, *HOLDING_STATES)
+    found = await uow.incidents.open_in_state(node, *HOLDING_STATES)
     return [i for i in found if requested_drain(i) and (drains_node(i) or i.gpu in gpus)]
 
 
 async def _move_strays(
-    uow: UnitOfWork,
+    uow: RecoveryUnitOfWork,
     *,
     node: str,
     gpus: set[str],
@@ -234,18 +233,19 @@ async def _move_strays(
     skip_asked leaves alone the workloads that incident already asked to move (a placement it has
     not heard of yet may still be the one it moves); a placement just reported is never skipped.
     """
-    for incident in await IncidentStore(uow.conn).escalated_on_node(node):
+    for incident in await uow.incidents.escalated_on_node(node):
         if leaves_out_of_service(incident) and (drains_node(incident) or incident.gpu in gpus):
-            asked = {m.workload_id for m in incident.migrations} if skip_asked else set()
+            # A move asked for and not finished yet takes the workload away already: never ask twice.
+            asked = {m.workload_id for m in incident.migrations if skip_asked or not m.done}
             strays = [p.workload_id for p in placements if p.workload_id not in asked]
             await apply(uow, move_strays(incident, workload_ids=strays), before=incident, fx=fx)
             return
 
 
-async def on_migration_step(event: MigrationStepV1, ctx: HandlerContext[RecoveryDeps]) -> None:
+async def on_migration_step(event: MigrationStepV1, ctx: Context) -> None:
     fx = _effects(ctx.deps, ctx.deps.clock())
     phase = MigrationPhase(event.phase)
-    for incident in await IncidentStore(ctx.uow.conn).migrating_for(event.workload_id):
+    for incident in await ctx.uow.incidents.migrating_for(event.workload_id):
         moved = record_progress(
             incident, workload_id=event.workload_id, phase=phase, percent=event.percent, at=fx.now
         )
@@ -253,8 +253,8 @@ async def on_migration_step(event: MigrationStepV1, ctx: HandlerContext[Recovery
         await apply(ctx.uow, moved, before=incident, fx=fx, progress=step)
 
 
-async def on_workload_placed(event: WorkloadPlacedV1, ctx: HandlerContext[RecoveryDeps]) -> None:
-    places = ctx.deps.placements(ctx.uow)
+async def on_workload_placed(event: WorkloadPlacedV1, ctx: Context) -> None:
+    places = ctx.uow.placements
     placement = Placement(
         workload_id=event.workload_id,
         tenant_id=event.tenant_id,
@@ -265,11 +265,12 @@ async def on_workload_placed(event: WorkloadPlacedV1, ctx: HandlerContext[Recove
     await places.place(placement, priority=event.priority)
     fx, gpus = _effects(ctx.deps, ctx.deps.clock()), set(placement.gpus)
     holding = await _open_drains(ctx.uow, node=placement.node, gpus=gpus)
-    for incident in holding:
-        # A placement onto a GPU an open incident is taking out of service must move again.
-        moved = adopt_workloads(incident, workload_ids=[placement.workload_id], at=fx.now)
-        await apply(ctx.uow, moved, before=incident, fx=fx)
     if holding:
+        # A placement onto a GPU an open incident is taking out of service must move again, once: by
+        # the oldest incident holding it, unless one of them lists the workload already.
+        if not any(placement.workload_id in i.workload_ids for i in holding):
+            moved = adopt_workloads(holding[0], workload_ids=[placement.workload_id], at=fx.now)
+            await apply(ctx.uow, moved, before=holding[0], fx=fx)
         return
     health = await places.health_of(placement.gpus)
     out = {gpu for gpu, h in health.items() if h in OUT_OF_SERVICE}
@@ -278,14 +279,14 @@ async def on_workload_placed(event: WorkloadPlacedV1, ctx: HandlerContext[Recove
         await _move_strays(ctx.uow, node=placement.node, gpus=out, placements=[placement], fx=fx)
 
 
-async def on_workload_ended(event: WorkloadEndedV1, ctx: HandlerContext[RecoveryDeps]) -> None:
-    await ctx.deps.placements(ctx.uow).end(workload_id=event.workload_id, placement_id=event.placement_id)
+async def on_workload_ended(event: WorkloadEndedV1, ctx: Context) -> None:
+    await ctx.uow.placements.end(workload_id=event.workload_id, placement_id=event.placement_id)
 
 
-def handlers(deps: RecoveryDeps) -> Handlers[RecoveryDeps]:
+def handlers(deps: RecoveryDeps) -> Handlers[RecoveryDeps, PostgresRecoveryUnitOfWork]:
     """The main consumer's handlers: faults and alerts, GPU health, migration steps and placements."""
     return (
-        Handlers(deps)
+        Handlers(deps, uow=PostgresRecoveryUnitOfWork)
         .on(FaultSignaledV1, on_fault_signaled)
         .on(AlertFiredV1, on_alert_fired)
         .on(GpuHealthChangedV1, on_gpu_health_changed)

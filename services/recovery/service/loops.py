@@ -18,13 +18,21 @@ from libs.common.events.sample_wire import (
 )
 from libs.common.runtime import BackgroundTask, ServiceRuntime
 from libs.common.stopping import sleep_or_stop
-from services.recovery.adapters.incident_store import IncidentStore
 from services.recovery.adapters.sample_window import WINDOW_FIELDS, SampleWindow
-from services.recovery.domain.incidents import check_deadline, record_health_check
+from services.recovery.domain.health import HealthCheck, HealthVerdict, judge_health
+from services.recovery.domain.incidents import (
+    Incident,
+    IncidentState,
+    check_deadline,
+    drains_node,
+    record_health_check,
+    verifying_since,
+)
 from services.recovery.service.config import RecoveryConfig
 from services.recovery.service.effects import Effects, apply
+from services.recovery.service.unit_of_work import recovery_uow
 
-__all__ = ["samples_loop", "tick", "tick_loop"]
+__all__ = ["health_check", "samples_loop", "tick", "tick_loop"]
 
 log = logging.getLogger(__name__)
 
@@ -38,30 +46,59 @@ def _settings(runtime: ServiceRuntime) -> RecoveryConfig:
     return settings
 
 
-async def tick(runtime: ServiceRuntime, *, now: datetime) -> int:
-    """Escalate incidents past their deadline and pass health checks whose settle period ended."""
+async def health_check(incident: Incident, *, window: SampleWindow | None) -> HealthCheck:
+    """Judge a verifying incident's GPU (or its node's GPUs) by the readings taken after the action.
+
+    Without a window (RECOVERY_CONSUME_SAMPLES=false: stand-ins that send no samples) there are no
+    readings, and the check passes once the settle period went by without a new fault.
+    """
+    if window is None:
+        return HealthCheck(verdict=HealthVerdict.PASSED, detail="no readings kept: settle period only")
+    since = verifying_since(incident)
+    if since is None:
+        return HealthCheck(verdict=HealthVerdict.NO_READING, detail="no reset or reboot asked for")
+    gpus = [incident.gpu] if incident.gpu is not None else []
+    if drains_node(incident):
+        gpus = sorted({*gpus, *await window.node_gpus(incident.node)})
+    return judge_health(gpus=gpus, readings=await window.readings(gpus), after=since)
+
+
+async def tick(runtime: ServiceRuntime, *, now: datetime, window: SampleWindow | None = None) -> int:
+    """Escalate incidents past their deadline and pass health checks whose settle period ended.
+
+    A health check passes only on readings taken after the reset or reboot (see health_check); one that
+    does not pass leaves the incident verifying, looked at again every tick until its deadline.
+    Returns how many incidents changed.
+    """
     s = _settings(runtime)
     fx = Effects(settle=s.settle_timedelta, now=now)
     done = 0
-    async with runtime.uow() as uow:
-        store = IncidentStore(uow.conn)
+    async with recovery_uow(runtime) as uow:
+        store = uow.incidents
         for incident in await store.due_settle(now=now):
-            await apply(uow, record_health_check(incident, passed=True, at=now), before=incident, fx=fx)
-            done += 1
+            if (await health_check(incident, window=window)).passed:
+                await apply(uow, record_health_check(incident, passed=True, at=now), before=incident, fx=fx)
+                done += 1
         for incident in await store.due_deadline(detected_before=now - s.policy.deadline):
-            await apply(uow, check_deadline(incident, now=now, policy=s.policy), before=incident, fx=fx)
-            done += 1
+            detail = ""
+            if incident.state is IncidentState.VERIFYING:
+                detail = (await health_check(incident, window=window)).detail
+            transition = check_deadline(incident, now=now, policy=s.policy, detail=detail)
+            await apply(uow, transition, before=incident, fx=fx)
+            done += not transition.ignored
         await uow.commit()
     return done
 
 
-def tick_loop(clock: Callable[[], datetime] | None = None) -> BackgroundTask:
-    """A background task that ticks every ``tick_s`` until stopped."""
+def tick_loop(
+    clock: Callable[[], datetime] | None = None, *, window: SampleWindow | None = None
+) -> BackgroundTask:
+    """A background task that ticks every ``tick_s`` until stopped; window holds the health readings."""
     now = clock or (lambda: datetime.now(UTC))
 
     async def loop(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await tick(runtime, now=now())
+            await tick(runtime, now=now(), window=window)
             await sleep_or_stop(stop, _settings(runtime).tick_s)
 
     return loop

@@ -10,10 +10,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.recovery.adapters.placement_store import PlacementStore
 from services.recovery.adapters.placement_store_fake import FakePlacementStore
+from services.recovery.adapters.unit_of_work import PostgresRecoveryUnitOfWork
+from services.recovery.adapters.unit_of_work_fake import FakeRecoveryUnitOfWork
 from services.recovery.domain.placements import Placement
-from services.recovery.service.handlers import PlacementMap
+from services.recovery.service.unit_of_work import PlacementMap
 from tests.integration.store_contract import Units, fake_units, service_pool, sql_units
 from tests.integration.support import Isolation
 
@@ -32,7 +33,8 @@ def fake_subject() -> Subject:
     async def priorities() -> dict[str, float]:
         return fake.priorities
 
-    return Subject(units=fake_units(fake), priorities=priorities)
+    units = fake_units(FakeRecoveryUnitOfWork(fake), lambda uow: uow.placements)
+    return Subject(units=units, priorities=priorities)
 
 
 def sql_subject(pool: asyncpg.Pool[Any]) -> Subject:
@@ -40,7 +42,8 @@ def sql_subject(pool: asyncpg.Pool[Any]) -> Subject:
         rows = await pool.fetch("SELECT workload_id, priority FROM placements")
         return {r["workload_id"]: r["priority"] for r in rows}
 
-    return Subject(units=sql_units(pool, lambda uow: PlacementStore(uow.conn)), priorities=priorities)
+    units = sql_units(pool, PostgresRecoveryUnitOfWork, lambda uow: uow.placements)
+    return Subject(units=units, priorities=priorities)
 
 
 @pytest.fixture(params=["fake", "postgres"])
@@ -121,3 +124,52 @@ async def test_gpu_health_is_the_last_report_and_gpus_never_reported_are_left_ou
         assert await store.health_of(["g1", "g2", "g-unknown", "g1"]) == {"g1": "failed", "g2": "draining"}
         assert await store.health_of(["g2"]) == {"g2": "draining"}
         assert await store.health_of([]) == {}
+
+
+async def test_the_current_placements_of_given_workloads_are_found_and_unknown_ones_left_out(
+    subject: Subject,
+) -> None:
+    moved = placement("wl1", "p1b", node="n2", gpus=("g4",))
+    async with subject.units() as store:
+        for p in (W1, W2, W3):
+            await store.place(p, priority=1.0)
+        await store.place(moved, priority=1.0)
+    async with subject.units() as store:
+        assert await store.of(["wl3", "wl1", "wl-unknown"]) == {"wl1": moved, "wl3": W3}
+        assert await store.of([]) == {}
+
+
+async def test_a_nodes_out_of_service_gpus_are_those_last_reported_draining_or_failed(
+    subject: Subject,
+) -> None:
+    async with subject.units() as store:
+        await store.set_health(gpu="g3", node="n1", health="failed")
+        await store.set_health(gpu="g1", node="n1", health="draining")
+        await store.set_health(gpu="g2", node="n1", health="healthy")
+        await store.set_health(gpu="g4", node="n2", health="failed")
+        await store.set_health(gpu="g5", node="n1", health="draining")
+    async with subject.units() as store:
+        await store.set_health(gpu="g5", node="n1", health="healthy")
+        await store.set_health(gpu="g4", node="n1", health="draining")  # moved to n1
+    async with subject.units() as store:
+        assert await store.out_of_service_on_node("n1") == ["g1", "g3", "g4"]
+        assert await store.out_of_service_on_node("n2") == []
+
+
+async def test_placements_and_health_of_a_unit_of_work_that_does_not_commit_are_not_kept(
+    subject: Subject,
+) -> None:
+    async with subject.units() as store:
+        await store.place(W1, priority=1.0)
+        await store.set_health(gpu="g1", node="n1", health="healthy")
+    async with subject.units.rolled_back() as store:
+        await store.place(W2, priority=2.0)
+        await store.place(placement("wl1", "p1b", node="n2", gpus=("g4",)), priority=9.0)
+        await store.end(workload_id="wl1", placement_id="p1")
+        await store.set_health(gpu="g1", node="n1", health="failed")
+        await store.set_health(gpu="g2", node="n1", health="draining")
+
+    async with subject.units() as store:
+        assert await store.on_node("n1") == [W1]
+        assert await store.health_of(["g1", "g2"]) == {"g1": "healthy"}
+    assert await subject.priorities() == {"wl1": 1.0}

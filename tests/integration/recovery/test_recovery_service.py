@@ -91,9 +91,11 @@ async def test_xid_79_drains_the_node_migrates_the_workload_reports_progress_and
     ):
         await _send(isolation, topics.SCHEDULER, _placed("w1", "acme", gpu="g1", node="n1", placement="p1"))
         await _placements_known(app, 1)
+        sent_fault_at = datetime.now(UTC)
         await _send(isolation, topics.TELEMETRY_FAULTS, _fault("f1", xid=79, gpu="g1", node="n1"))
 
         events = await r.wait_for(lambda evs: bool(_of(evs, DrainRequestedV1)), timeout=30, what="drain")
+        drain_seen_at = datetime.now(UTC)  # detection came before the drain it asked for
         drain = _of(events, DrainRequestedV1)[0]
         # The catalog's action for XID 79 is a node reboot, so the whole node is drained.
         assert (drain.node, drain.gpu_uuid, drain.target) == ("n1", None, "draining")
@@ -117,6 +119,7 @@ async def test_xid_79_drains_the_node_migrates_the_workload_reports_progress_and
             workload_id="w1", tenant_id="acme", from_placement_id="p1", to_placement_id="p2"
         )
         await _send(isolation, topics.SCHEDULER, migrating)
+        running_sent_at = datetime.now(UTC)  # recovery comes only with the "running" step sent here
         await _send(
             isolation,
             topics.NODE_AGENT,
@@ -130,10 +133,14 @@ async def test_xid_79_drains_the_node_migrates_the_workload_reports_progress_and
         await _send(isolation, topics.SCHEDULER, _placed("w1", "acme", gpu="g2", node="n2", placement="p2"))
 
         events = await r.wait_for(lambda evs: bool(_of(evs, IncidentClosedV1)), timeout=30, what="closed")
+        closed_seen_at = datetime.now(UTC)
         closed = _of(events, IncidentClosedV1)[0]
         assert closed.outcome == "recovered"
+        # Detection to recovery: detected after the fault was sent and before the drain was seen;
+        # recovered after the "running" step was sent and before the close was seen.
         assert closed.seconds_to_recover is not None
-        assert closed.seconds_to_recover >= 0
+        assert (running_sent_at - drain_seen_at).total_seconds() <= closed.seconds_to_recover
+        assert closed.seconds_to_recover <= (closed_seen_at - sent_fault_at).total_seconds()
         progress = [p for p in _of(events, IncidentProgressedV1) if p.workload_id == "w1"]
         assert [(p.phase, p.percent) for p in progress] == steps
         states = [p.state for p in _of(events, IncidentProgressedV1) if p.workload_id is None]

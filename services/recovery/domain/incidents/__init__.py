@@ -10,15 +10,17 @@ The parts: ``_model`` (the incident, its states and policy), ``_scope`` (what a 
 
 from __future__ import annotations
 
-from services.recovery.domain.incidents._adoption import adopt_workloads, move_strays
+from services.recovery.domain.incidents._adoption import adopt_workloads, move_strays, still_moving
 from services.recovery.domain.incidents._lifecycle import (
     check_deadline,
+    deadline_of,
     drain_completed,
     record_failure,
     record_health_check,
     record_progress,
     start_diagnosis,
     start_remediation,
+    verifying_since,
 )
 from services.recovery.domain.incidents._model import (
     TERMINAL_STATES,
@@ -50,6 +52,7 @@ __all__ = [
     "Transition",
     "adopt_workloads",
     "check_deadline",
+    "deadline_of",
     "drain_completed",
     "drain_in_effect",
     "drains_node",
@@ -61,4 +64,6 @@ __all__ = [
     "requested_drain",
     "start_diagnosis",
     "start_remediation",
+    "still_moving",
+    "verifying_since",
 ]

@@ -54,3 +54,15 @@ def move_strays(incident: Incident, *, workload_ids: Sequence[str]) -> Transitio
     return Transition(
         incident=incident.model_copy(update={"workload_ids": listed}), commands=moves_away(incident, new)
     )
+
+
+def still_moving(incident: Incident, workload_id: str) -> bool:
+    """Whether an open incident is moving the workload (or will, once its drain holds) and it runs not yet.
+
+    Another incident on the same hardware (a multi-GPU workload, a node drain beside a GPU drain) then
+    leaves the workload to it: asked twice, the scheduler would move it twice.
+    """
+    if not incident.is_open or workload_id not in incident.workload_ids:
+        return False
+    migration = next((m for m in incident.migrations if m.workload_id == workload_id), None)
+    return migration is None or not migration.done

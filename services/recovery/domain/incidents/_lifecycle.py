@@ -107,7 +107,7 @@ def _workloads_safe(incident: Incident, *, at: AwareDatetime) -> Transition:
     incident = incident.model_copy(update={"recovered_at": at})
     if incident.repeat_of is not None:
         # The same fault came back soon after a recovery: the GPU is not to be trusted a second time.
-        return escalate(incident, reason=f"workloads moved; repeat of recovered {incident.repeat_of}", at=at)
+        return escalate(incident, reason=f"workloads moved; repeat of {incident.repeat_of}", at=at)
     action = incident.classification.action
     if action in (Action.IGNORE, Action.RESTART_WORKLOAD):
         return move(incident, IncidentState.RESOLVED, at=at, reason="workloads restarted")
@@ -117,6 +117,15 @@ def _workloads_safe(incident: Incident, *, at: AwareDatetime) -> Transition:
         return move(incident, IncidentState.VERIFYING, at=at, commands=(RebootNode(node=incident.node),))
     assert incident.gpu is not None  # a GPU-scoped drain always has a GPU
     return move(incident, IncidentState.VERIFYING, at=at, commands=(ResetGpu(gpu=incident.gpu),))
+
+
+def verifying_since(incident: Incident) -> AwareDatetime | None:
+    """When the latest reset or reboot was asked for (the latest entry into verifying), if any.
+
+    No adapter reports when a reset or reboot finishes, so readings must be later than this to count.
+    """
+    verifying = [c.at for c in incident.history if c.state is IncidentState.VERIFYING]
+    return verifying[-1] if verifying else None
 
 
 def record_health_check(incident: Incident, *, passed: bool, at: AwareDatetime) -> Transition:
@@ -141,8 +150,34 @@ def record_failure(incident: Incident, *, reason: str, at: AwareDatetime) -> Tra
     return escalate(incident, reason=reason, at=at)
 
 
-def check_deadline(incident: Incident, *, now: AwareDatetime, policy: RecoveryPolicy) -> Transition:
-    """Escalate an open incident once the recovery deadline after detection has passed."""
-    if not incident.is_open or now < incident.detected_at + policy.deadline:
+_PROGRESSING = frozenset({IncidentState.MIGRATING, IncidentState.VERIFYING})
+
+
+def deadline_of(incident: Incident, *, policy: RecoveryPolicy) -> AwareDatetime:
+    """When an open incident escalates: the deadline after detection, later while migrations progress.
+
+    Under load migrations queue and take longer, and escalating one that is visibly moving would page a
+    person for work that is about to finish. So while migrating or verifying, the deadline is pushed to
+    the grace period after the latest progress (the migrations starting, a migration step, the reset or
+    reboot asked for), never past the cap.
+    """
+    due = incident.detected_at + policy.deadline
+    if incident.state not in _PROGRESSING:
+        return due
+    entered = [c.at for c in incident.history if c.state in _PROGRESSING]
+    moved = [m.updated_at for m in incident.migrations if m.updated_at is not None]
+    latest = max([*entered, *moved], default=None)
+    if latest is None:
+        return due
+    cap = incident.detected_at + max(policy.deadline_cap, policy.deadline)
+    return min(max(due, latest + policy.progress_grace), cap)
+
+
+def check_deadline(
+    incident: Incident, *, now: AwareDatetime, policy: RecoveryPolicy, detail: str = ""
+) -> Transition:
+    """Escalate an open incident once its deadline (see deadline_of) passed; detail says what is missing."""
+    if not incident.is_open or now < deadline_of(incident, policy=policy):
         return ignore(incident)
-    return escalate(incident, reason=f"not recovered within {policy.deadline}", at=now)
+    reason = f"not recovered within {policy.deadline}" + (f": {detail}" if detail else "")
+    return escalate(incident, reason=reason, at=now)

@@ -35,6 +35,14 @@ class RecoveryPolicy(BaseModel):
 
     fold_window: timedelta = Field(default=timedelta(minutes=10), description="Repeats this close fold")
     deadline: timedelta = Field(default=timedelta(minutes=3), description="Escalate if unfinished by then")
+    progress_grace: timedelta = Field(
+        default=timedelta(seconds=30),
+        description="Past the deadline, a migrating incident waits while a migration moved this recently",
+    )
+    deadline_cap: timedelta = Field(
+        default=timedelta(minutes=6),
+        description="Escalate by then after detection even while migrations still report progress",
+    )
 
 
 class StateChange(BaseModel):
