@@ -20,6 +20,7 @@ from services.inventory.domain.records import NodeDiscovery
 from services.inventory.domain.units import UnitBasis
 from services.inventory.service.handlers import InventoryDeps, handlers
 from services.inventory.service.operations import UnitContext, register
+from services.inventory.service.unit_of_work import inventory_uow
 from services.inventory.settings import InventorySettings
 
 __all__ = ["create_app"]
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def _fleet_loader(discoveries: Sequence[NodeDiscovery], units: UnitContext) -> BackgroundTask:
     async def load(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
-        async with runtime.uow() as uow:
+        async with inventory_uow(runtime) as uow:
             result = await register(
                 uow=uow, discoveries=discoveries, units=units, at=datetime.now(UTC), source="fleet-file"
             )

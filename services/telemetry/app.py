@@ -9,7 +9,7 @@ from libs.common.events import topics
 from libs.common.http import create_service_app
 from libs.common.runtime import ConsumerSpec, ServiceRuntime
 from services.telemetry.api import gpus, sim, stream
-from services.telemetry.service.handlers import TelemetryDeps, handlers
+from services.telemetry.service.handlers import handlers
 from services.telemetry.service.ingest import ingest_loop
 from services.telemetry.service.loops import allocation_loop, rollup_loop
 from services.telemetry.service.state import TelemetryState
@@ -25,7 +25,7 @@ def create_app(settings: TelemetrySettings | None = None) -> FastAPI:
     runtime = ServiceRuntime(
         settings=settings,
         migrations=service_migrations("telemetry"),
-        consumers=[ConsumerSpec("allocations", (topics.SCHEDULER,), handlers(TelemetryDeps()))],
+        consumers=[ConsumerSpec("allocations", (topics.SCHEDULER,), handlers())],
         background=[
             ("samples", ingest_loop(state)),
             ("rollups", rollup_loop(state)),

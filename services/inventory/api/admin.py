@@ -8,7 +8,8 @@ from fastapi import APIRouter, Request
 
 from libs.common.auth import Admin
 from libs.common.http import BadRequest, Unprocessable
-from services.inventory.adapters.fleet_yaml import parse_fleet
+from libs.common.http.errors import error_responses
+from services.inventory.adapters.fleet_yaml import FLEET_LIMITS, parse_fleet_async
 from services.inventory.adapters.inventory_queries import gpu_detail
 from services.inventory.api.errors import domain_errors
 from services.inventory.api.schemas import (
@@ -29,13 +30,22 @@ from services.inventory.service.operations import (
     repartition_mig,
     repartition_time_slice,
 )
+from services.inventory.service.unit_of_work import inventory_uow
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/admin", tags=["inventory admin"])
 
 FLEET_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
-MAX_FLEET_BYTES = 16 * 1024 * 1024
+MAX_FLEET_BYTES = FLEET_LIMITS.max_bytes
+#: The fleet file's body, as the OpenAPI document shows it (the route reads and checks it itself).
+_FLEET_BODY = {
+    "requestBody": {
+        "required": True,
+        "description": f"A fleet file: nodes and their GPUs, in YAML (at most {MAX_FLEET_BYTES} bytes).",
+        "content": {media: {"schema": {"type": "string"}} for media in FLEET_TYPES},
+    }
+}
 
 
 def _mig_requests(profiles: list[str]) -> list[MigRequest]:
@@ -58,7 +68,7 @@ async def _detail(request: Request, uuid: str) -> GpuDetail:
 
 
 async def _health(request: Request, uuid: str, action: HealthAction, reason: str) -> GpuDetail:
-    async with request.app.state.runtime.uow() as uow:
+    async with inventory_uow(request.app.state.runtime) as uow:
         with domain_errors(field="health"):
             await change_health(
                 uow=uow, gpu_uuid=uuid, action=action, reason=reason, at=datetime.now(UTC), source="admin"
@@ -67,21 +77,31 @@ async def _health(request: Request, uuid: str, action: HealthAction, reason: str
     return await _detail(request, uuid)
 
 
-@router.post("/gpus/{uuid}/drain", summary="Take a GPU out of service (no new work)")
+@router.post(
+    "/gpus/{uuid}/drain",
+    summary="Take a GPU out of service (no new work)",
+    responses=error_responses(404, 409),
+)
 async def drain(uuid: str, body: HealthChange, request: Request, _: Admin) -> GpuDetail:
     return await _health(request, uuid, HealthAction.DRAIN, body.reason)
 
 
-@router.post("/gpus/{uuid}/undrain", summary="Put a drained GPU back into service")
+@router.post(
+    "/gpus/{uuid}/undrain", summary="Put a drained GPU back into service", responses=error_responses(404, 409)
+)
 async def undrain(uuid: str, body: HealthChange, request: Request, _: Admin) -> GpuDetail:
     return await _health(request, uuid, HealthAction.UNDRAIN, body.reason)
 
 
-@router.put("/gpus/{uuid}/mig", summary="Set an idle GPU's MIG layout ([] turns MIG off)")
+@router.put(
+    "/gpus/{uuid}/mig",
+    summary="Set an idle GPU's MIG layout ([] turns MIG off)",
+    responses=error_responses(404, 409),
+)
 async def set_mig(uuid: str, body: MigLayout, request: Request, _: Admin) -> GpuDetail:
     requests = _mig_requests(body.profiles)
     units: UnitContext = request.app.state.units
-    async with request.app.state.runtime.uow() as uow:
+    async with inventory_uow(request.app.state.runtime) as uow:
         with domain_errors(field="profiles"):
             await repartition_mig(
                 uow=uow, gpu_uuid=uuid, requests=requests, units=units, at=datetime.now(UTC)
@@ -90,9 +110,13 @@ async def set_mig(uuid: str, body: MigLayout, request: Request, _: Admin) -> Gpu
     return await _detail(request, uuid)
 
 
-@router.put("/gpus/{uuid}/time-slicing", summary="Share an idle GPU between workloads (1 = not shared)")
+@router.put(
+    "/gpus/{uuid}/time-slicing",
+    summary="Share an idle GPU between workloads (1 = not shared)",
+    responses=error_responses(404, 409),
+)
 async def set_time_slicing(uuid: str, body: TimeSlicing, request: Request, _: Admin) -> TimeSlicingResult:
-    async with request.app.state.runtime.uow() as uow:
+    async with inventory_uow(request.app.state.runtime) as uow:
         with domain_errors(field="ratio"):
             gpu = await repartition_time_slice(
                 uow=uow,
@@ -123,15 +147,20 @@ async def _fleet_text(request: Request) -> str:
         raise Unprocessable("fleet file is not UTF-8", field="body") from error
 
 
-@router.post("/fleet", summary="Register or update the nodes and GPUs of a fleet file (YAML body)")
+@router.post(
+    "/fleet",
+    summary="Register or update the nodes and GPUs of a fleet file (YAML body)",
+    responses=error_responses(400, 422),
+    openapi_extra=_FLEET_BODY,
+)
 async def post_fleet(request: Request, _: Admin) -> FleetResult:
     text = await _fleet_text(request)
     units: UnitContext = request.app.state.units
     try:
-        discoveries = parse_fleet(text=text, catalog=units.catalog)
+        discoveries = await parse_fleet_async(text=text, catalog=units.catalog)
     except FleetFileError as error:
         raise Unprocessable(str(error), field="body") from error
-    async with request.app.state.runtime.uow() as uow:
+    async with inventory_uow(request.app.state.runtime) as uow:
         result = await register(
             uow=uow, discoveries=discoveries, units=units, at=datetime.now(UTC), source="fleet-file"
         )

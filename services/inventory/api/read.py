@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 
 from libs.common.auth import Caller, tenant_filter
-from libs.common.http import NotFound, Unprocessable
+from libs.common.http import NotFound, Offset, Unprocessable
+from libs.common.http.errors import error_responses
 from services.inventory.adapters.inventory_queries import (
     GROUPINGS,
     capacity,
@@ -29,7 +30,6 @@ router = APIRouter(prefix="/v1", tags=["inventory"])
 
 Health = Literal["healthy", "degraded", "draining", "failed"]
 Limit = Annotated[int, Query(ge=1, le=10_000, description="Page size.")]
-Offset = Annotated[int, Query(ge=0, description="Rows to skip.")]
 DEFAULT_GROUPS = "pool,zone,node,model"
 
 
@@ -91,7 +91,11 @@ async def get_gpus(
         return await list_gpus(conn, filters=filters, limit=limit, offset=offset)
 
 
-@router.get("/gpus/{uuid}", summary="One GPU: partitions, allocations, capacity, health history")
+@router.get(
+    "/gpus/{uuid}",
+    summary="One GPU: partitions, allocations, capacity, health history",
+    responses=error_responses(404),
+)
 async def get_gpu(uuid: str, request: Request, caller: Caller) -> GpuDetail:
     async with request.app.state.runtime.pool.acquire() as conn:
         detail = await gpu_detail(conn, gpu_uuid=uuid, tenant=tenant_filter(caller))
@@ -168,7 +172,11 @@ async def get_catalog(request: Request, _: Caller) -> dict[str, Any]:
     }
 
 
-@router.get("/catalog/{model}", summary="One GPU model, with every MIG profile combination that fits")
+@router.get(
+    "/catalog/{model}",
+    summary="One GPU model, with every MIG profile combination that fits",
+    responses=error_responses(404),
+)
 async def get_catalog_model(model: str, request: Request, _: Caller) -> dict[str, Any]:
     units = _units(request)
     try:

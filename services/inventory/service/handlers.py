@@ -7,17 +7,15 @@ inbox and commits). Times come from the envelope, so a replay computes the same 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Protocol
+from typing import TypeAlias
 
 from libs.common.bus.handlers import HandlerContext, Handlers
-from libs.common.db.uow import UnitOfWork
 from libs.common.events.agent import NodeDiscoveredV1
 from libs.common.events.recovery import DrainRequestedV1, ReturnToServiceRequestedV1
 from libs.common.events.scheduler import WorkloadEndedV1, WorkloadPlacedV1
-from services.inventory.adapters.node_store import AllocationRow, Store
+from services.inventory.adapters.node_store import AllocationRow
+from services.inventory.adapters.unit_of_work import PostgresInventoryUnitOfWork
 from services.inventory.domain.errors import ForbiddenTransitionError, UnknownGpuError
 from services.inventory.domain.health import GpuHealth
 from services.inventory.service.operations import UnitContext, change_health, change_node_health, register
@@ -27,35 +25,25 @@ from services.inventory.service.translate import (
     drain_action,
     return_action,
 )
+from services.inventory.service.unit_of_work import InventoryUnitOfWork
 
-__all__ = ["AllocationLedger", "InventoryDeps", "handlers"]
+__all__ = ["Context", "InventoryDeps", "handlers"]
 
 log = logging.getLogger(__name__)
 
 
-class AllocationLedger(Protocol):
-    """The allocation ledger the handlers keep (Store; FakeNodeStore in unit tests)."""
-
-    async def placement_released(self, *, placement_id: str) -> bool: ...
-
-    async def add_allocation(self, *, row: AllocationRow, at: datetime) -> bool: ...
-
-    async def release_placement(self, *, placement_id: str, at: datetime) -> list[str]: ...
-
-
-def _sql_ledger(uow: UnitOfWork) -> AllocationLedger:
-    return Store(uow.conn)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InventoryDeps:
-    """What the handlers need besides the unit of work: the catalog and unit basis, the ledger."""
+    """What the handlers need besides the unit of work: the catalog and unit basis."""
 
     units: UnitContext
-    ledger: Callable[[UnitOfWork], AllocationLedger] = _sql_ledger
 
 
-async def on_node_discovered(event: NodeDiscoveredV1, ctx: HandlerContext[InventoryDeps]) -> None:
+#: What every handler of inventory gets: its deps and inventory's unit of work.
+Context: TypeAlias = HandlerContext[InventoryDeps, InventoryUnitOfWork]
+
+
+async def on_node_discovered(event: NodeDiscoveredV1, ctx: Context) -> None:
     discovery, skipped = discovery_from_agent(event=event, catalog=ctx.deps.units.catalog)
     if skipped:
         log.warning("node %s: skipped GPUs of models not in the catalog: %s", event.node, ", ".join(skipped))
@@ -68,8 +56,8 @@ async def on_node_discovered(event: NodeDiscoveredV1, ctx: HandlerContext[Invent
     )
 
 
-async def on_workload_placed(event: WorkloadPlacedV1, ctx: HandlerContext[InventoryDeps]) -> None:
-    store = ctx.deps.ledger(ctx.uow)
+async def on_workload_placed(event: WorkloadPlacedV1, ctx: Context) -> None:
+    store = ctx.uow.ledger
     # A placement that already ended (events crossed) must not come back to life.
     if await store.placement_released(placement_id=event.placement_id):
         return
@@ -88,11 +76,11 @@ async def on_workload_placed(event: WorkloadPlacedV1, ctx: HandlerContext[Invent
         await store.add_allocation(row=row, at=ctx.envelope.time)
 
 
-async def on_workload_ended(event: WorkloadEndedV1, ctx: HandlerContext[InventoryDeps]) -> None:
-    await ctx.deps.ledger(ctx.uow).release_placement(placement_id=event.placement_id, at=ctx.envelope.time)
+async def on_workload_ended(event: WorkloadEndedV1, ctx: Context) -> None:
+    await ctx.uow.ledger.release_placement(placement_id=event.placement_id, at=ctx.envelope.time)
 
 
-async def on_drain_requested(event: DrainRequestedV1, ctx: HandlerContext[InventoryDeps]) -> None:
+async def on_drain_requested(event: DrainRequestedV1, ctx: Context) -> None:
     action = drain_action(event.target)
     reason = f"{event.reason} (incident {event.incident_id})"
     if event.gpu_uuid is None:
@@ -119,11 +107,8 @@ async def on_drain_requested(event: DrainRequestedV1, ctx: HandlerContext[Invent
         log.warning("drain request of incident %s ignored: %s", event.incident_id, error)
 
 
-async def on_return_to_service_requested(
-    event: ReturnToServiceRequestedV1, ctx: HandlerContext[InventoryDeps]
-) -> None:
-    store = Store(ctx.uow.conn)
-    inventory = await store.load_node_of_gpu(gpu_uuid=event.gpu_uuid)
+async def on_return_to_service_requested(event: ReturnToServiceRequestedV1, ctx: Context) -> None:
+    inventory = await ctx.uow.nodes.load_node_of_gpu(gpu_uuid=event.gpu_uuid)
     gpu = inventory.gpu(event.gpu_uuid) if inventory else None
     action = return_action(GpuHealth(gpu.health)) if gpu else None
     if action is None:
@@ -139,10 +124,10 @@ async def on_return_to_service_requested(
     )
 
 
-def handlers(deps: InventoryDeps) -> Handlers[InventoryDeps]:
+def handlers(deps: InventoryDeps) -> Handlers[InventoryDeps, PostgresInventoryUnitOfWork]:
     """The main consumer's handlers, bound to the catalog and unit basis of this process."""
     return (
-        Handlers(deps)
+        Handlers(deps, uow=PostgresInventoryUnitOfWork)
         .on(NodeDiscoveredV1, on_node_discovered)
         .on(WorkloadPlacedV1, on_workload_placed)
         .on(WorkloadEndedV1, on_workload_ended)

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from libs.common.db.uow import UnitOfWork
 from libs.common.events import Event
 from services.inventory.adapters.node_store import Store
 from services.inventory.domain.catalog import Catalog
@@ -23,6 +22,7 @@ from services.inventory.domain.registry import apply_discovery, change_gpu_healt
 from services.inventory.domain.timeslice import WorkloadKind
 from services.inventory.domain.units import UnitBasis
 from services.inventory.service.translate import discovery_events, health_changed, partitions_changed
+from services.inventory.service.unit_of_work import InventoryUnitOfWork
 
 __all__ = [
     "Registration",
@@ -55,10 +55,15 @@ class Registration:
 
 
 async def register(
-    *, uow: UnitOfWork, discoveries: Sequence[NodeDiscovery], units: UnitContext, at: datetime, source: str
+    *,
+    uow: InventoryUnitOfWork,
+    discoveries: Sequence[NodeDiscovery],
+    units: UnitContext,
+    at: datetime,
+    source: str,
 ) -> Registration:
     """Apply full discovery reports idempotently: one event per change, none for identical facts."""
-    store = Store(uow.conn)
+    store = uow.nodes
     current = await store.load_nodes(hostnames=[d.hostname for d in discoveries])
     nodes: list[Node] = []
     gpus: list[Gpu] = []
@@ -102,7 +107,7 @@ async def _load(store: Store, gpu_uuid: str) -> NodeInventory:
 
 async def _apply_health(
     *,
-    uow: UnitOfWork,
+    uow: InventoryUnitOfWork,
     inventory: NodeInventory,
     gpu_uuid: str,
     action: HealthAction,
@@ -115,16 +120,16 @@ async def _apply_health(
     if record is not None:
         gpu = updated.gpu(gpu_uuid)
         assert gpu is not None
-        await Store(uow.conn).save_gpus(gpus=[gpu], at=at)
+        await uow.nodes.save_gpus(gpus=[gpu], at=at)
         await uow.emit(health_changed(gpu_uuid=gpu_uuid, node=updated.node.hostname, record=record))
     return updated, record
 
 
 async def change_health(
-    *, uow: UnitOfWork, gpu_uuid: str, action: HealthAction, reason: str, at: datetime, source: str
+    *, uow: InventoryUnitOfWork, gpu_uuid: str, action: HealthAction, reason: str, at: datetime, source: str
 ) -> tuple[Gpu, HealthRecord | None]:
     """Apply a health action to one GPU; a repeat of the current state records nothing."""
-    store = Store(uow.conn)
+    store = uow.nodes
     inventory = await _load(store, gpu_uuid)
     updated, record = await _apply_health(
         uow=uow, inventory=inventory, gpu_uuid=gpu_uuid, action=action, reason=reason, at=at
@@ -136,10 +141,10 @@ async def change_health(
 
 
 async def change_node_health(
-    *, uow: UnitOfWork, hostname: str, action: HealthAction, reason: str, at: datetime, source: str
+    *, uow: InventoryUnitOfWork, hostname: str, action: HealthAction, reason: str, at: datetime, source: str
 ) -> list[tuple[str, HealthRecord]]:
     """Apply a health action to every GPU of a node; GPUs the action cannot apply to are left as they are."""
-    store = Store(uow.conn)
+    store = uow.nodes
     inventory = (await store.load_nodes(hostnames=[hostname])).get(hostname)
     if inventory is None:
         return []
@@ -156,19 +161,24 @@ async def change_node_health(
     return records
 
 
-async def _save_partitions(uow: UnitOfWork, before: Gpu, after: Gpu, at: datetime) -> Gpu:
+async def _save_partitions(uow: InventoryUnitOfWork, before: Gpu, after: Gpu, at: datetime) -> Gpu:
     if after != before:
-        await Store(uow.conn).save_gpus(gpus=[after], at=at)
+        await uow.nodes.save_gpus(gpus=[after], at=at)
         if after.partitions != before.partitions or after.mig_enabled != before.mig_enabled:
             await uow.emit(partitions_changed(gpu=after))
     return after
 
 
 async def repartition_mig(
-    *, uow: UnitOfWork, gpu_uuid: str, requests: Sequence[MigRequest], units: UnitContext, at: datetime
+    *,
+    uow: InventoryUnitOfWork,
+    gpu_uuid: str,
+    requests: Sequence[MigRequest],
+    units: UnitContext,
+    at: datetime,
 ) -> Gpu:
     """Set an idle GPU's MIG layout (empty: MIG off); refused while allocations hold it."""
-    store = Store(uow.conn)
+    store = uow.nodes
     gpu = (await _load(store, gpu_uuid)).gpu(gpu_uuid)
     assert gpu is not None
     updated = reconfigure_mig(
@@ -182,10 +192,10 @@ async def repartition_mig(
 
 
 async def repartition_time_slice(
-    *, uow: UnitOfWork, gpu_uuid: str, ratio: int, workload_kind: WorkloadKind, at: datetime
+    *, uow: InventoryUnitOfWork, gpu_uuid: str, ratio: int, workload_kind: WorkloadKind, at: datetime
 ) -> Gpu:
     """Share an idle GPU `ratio` ways; the returned GPU's time-slice config carries any warning."""
-    store = Store(uow.conn)
+    store = uow.nodes
     gpu = (await _load(store, gpu_uuid)).gpu(gpu_uuid)
     assert gpu is not None
     updated = set_time_slice(

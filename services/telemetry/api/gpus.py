@@ -6,9 +6,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import PlainTextResponse
 
 from libs.common.auth import Admin, Caller, tenant_filter
 from libs.common.http import NotFound, Unprocessable
+from libs.common.http.errors import error_responses
 from services.telemetry.adapters.rollup_store import RollupStore
 from services.telemetry.api.exposition import CONTENT_TYPE, render
 from services.telemetry.api.schemas import GpuHints, HistoryWindow, LatestSample, WorkloadHints
@@ -23,7 +25,9 @@ MAX_HISTORY = timedelta(days=31)
 router = APIRouter(tags=["telemetry"])
 
 
-@router.get("/v1/gpus/latest", summary="Latest sample of every GPU the caller may see")
+@router.get(
+    "/v1/gpus/latest", summary="Latest sample of every GPU the caller may see", responses=error_responses(403)
+)
 async def list_latest(
     request: Request,
     caller: Caller,
@@ -34,7 +38,7 @@ async def list_latest(
     return sorted((latest(r) for r in rows if node is None or r.get("node") == node), key=_order)
 
 
-@router.get("/v1/gpus/{uuid}/latest", summary="Latest sample of one GPU")
+@router.get("/v1/gpus/{uuid}/latest", summary="Latest sample of one GPU", responses=error_responses(404))
 async def gpu_latest(uuid: str, request: Request, caller: Caller) -> LatestSample:
     found = await samples_of(request, [uuid], tenant=tenant_filter(caller))
     if not found:
@@ -42,7 +46,9 @@ async def gpu_latest(uuid: str, request: Request, caller: Caller) -> LatestSampl
     return latest(found[0])
 
 
-@router.get("/v1/nodes/{node}/latest", summary="Latest samples of one node's GPUs")
+@router.get(
+    "/v1/nodes/{node}/latest", summary="Latest samples of one node's GPUs", responses=error_responses(404)
+)
 async def node_latest(node: str, request: Request, caller: Caller) -> list[LatestSample]:
     _, _, live = context(request)
     gpus = await live.node_gpus(node)
@@ -74,7 +80,11 @@ async def gpu_history(
     return [HistoryWindow.model_validate(r) for r in rows]
 
 
-@router.get("/v1/workloads/{workload_id}/hints", summary="Optimisation hints from recent samples")
+@router.get(
+    "/v1/workloads/{workload_id}/hints",
+    summary="Optimisation hints from recent samples",
+    responses=error_responses(404),
+)
 async def workload_hints(workload_id: str, request: Request, caller: Caller) -> WorkloadHints:
     _, state, live = context(request)
     rows = state.view.by_workload.get(workload_id, [])
@@ -92,7 +102,11 @@ async def workload_hints(workload_id: str, request: Request, caller: Caller) -> 
     return WorkloadHints(workload_id=workload_id, gpus=gpus)
 
 
-@router.get("/metrics/gpus", summary="Prometheus exposition of every GPU (dcgm-exporter names)")
+@router.get(
+    "/metrics/gpus",
+    summary="Prometheus exposition of every GPU (dcgm-exporter names)",
+    response_class=PlainTextResponse,
+)
 async def gpu_metrics(request: Request, _: Admin) -> Response:
     _runtime, _state, live = context(request)
     return Response(render(await live.all()), media_type=CONTENT_TYPE)

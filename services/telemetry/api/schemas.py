@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from libs.common.events.agent import SimFault, SimProfile
 from libs.common.events.telemetry import GpuMetrics
@@ -27,7 +27,17 @@ class LatestSample(GpuMetrics):
 
     node: str = Field(description="Hostname.")
     at: datetime = Field(description="Sampling instant (UTC).")
-    fb_used_percent: float | None = Field(default=None, description="Framebuffer used, %.")
+    fb_used_percent: float | None = Field(
+        default=None,
+        description="Framebuffer used, %: the old name of fb_used_pct, kept for clients written against it.",
+        deprecated="use fb_used_pct, the name alert rules, rollups and exposition use",
+    )
+
+    @computed_field(description="Framebuffer used, % (the name alert rules, rollups and exposition use).")  # type: ignore[prop-decorator]
+    @property
+    def fb_used_pct(self) -> float | None:
+        """Framebuffer used as a percentage of total."""
+        return super().fb_used_pct
 
 
 class HistoryWindow(BaseModel):

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, status
 from libs.common.auth import Admin
 from libs.common.events.agent import SimFaultRequestedV1, WorkloadProfileSetV1
 from libs.common.http import NotFound
+from libs.common.http.errors import error_responses
 from services.telemetry.api.schemas import CommandAccepted, FaultRequest, ProfileRequest
 from services.telemetry.api.views import context
 
@@ -17,7 +18,12 @@ __all__ = ["router"]
 router = APIRouter(tags=["live"])
 
 
-@router.post("/v1/admin/sim/faults", status_code=status.HTTP_202_ACCEPTED, summary="Inject a simulated fault")
+@router.post(
+    "/v1/admin/sim/faults",
+    status_code=status.HTTP_202_ACCEPTED,
+    summary="Inject a simulated fault",
+    responses=error_responses(404),
+)
 async def inject_fault(body: FaultRequest, request: Request, _: Admin) -> CommandAccepted:
     runtime, _state, live = context(request)
     if not await live.some([body.gpu_uuid]):
@@ -35,6 +41,7 @@ async def inject_fault(body: FaultRequest, request: Request, _: Admin) -> Comman
     "/v1/admin/sim/profiles",
     status_code=status.HTTP_202_ACCEPTED,
     summary="Set a simulated workload's profile",
+    responses=error_responses(404),
 )
 async def set_profile(body: ProfileRequest, request: Request, _: Admin) -> CommandAccepted:
     runtime, state, _live = context(request)

@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 
 from libs.common.auth import Caller
+from libs.common.http.errors import error_responses
 from services.telemetry.api.views import context, visible_latest
 
 __all__ = ["router"]
@@ -22,6 +23,7 @@ router = APIRouter(tags=["live"])
     "/v1/stream",
     summary="Live samples as Server-Sent Events (one 'samples' event per refresh)",
     response_class=StreamingResponse,
+    responses=error_responses(403),
 )
 async def stream(
     request: Request,

@@ -2,7 +2,9 @@
 
 Pure: state per GPU lives in the detector, samples and times are passed in. XIDs and lost GPUs are
 signalled by the agent (it sees them first, through NVML's event API); this covers what only a
-series of samples shows.
+series of samples shows, and a GPU that stays lost: the agent signals a loss once, when it starts,
+so the detector signals it again every ``lost_repeat_s`` while the GPU's readings still say lost. A
+consumer that closed its incident meanwhile (or never heard the first signal) learns it is still gone.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class DetectorConfig:
     pcie_share: float = 0.9
     pcie_samples: int = 5
     sbe_burst: int = 10
+    lost_repeat_s: float = 60.0
 
 
 @dataclass(slots=True)
@@ -43,6 +46,7 @@ class _GpuState:
     dbe: int | None = None
     saturated_run: int = 0
     saturated: bool = False
+    lost_said: datetime | None = None  # while lost: when the loss was last signalled (or first seen)
 
 
 class FaultDetector:
@@ -57,12 +61,15 @@ class FaultDetector:
     def observe(self, *, node: str, at: datetime, sample: Mapping[str, Any]) -> list[FaultSignaledV1]:
         """Faults this sample shows that the previous ones did not."""
         get = sample.get
-        if get("lost_reason") or get("parent_gpu"):
+        if get("parent_gpu"):
             return []
         gpu = sample["gpu"]
         state = self._gpus.get(gpu)
         if state is None:
             state = self._gpus[gpu] = _GpuState()
+        if get("lost_reason"):
+            return self._still_lost(state, sample, node=node, at=at)
+        state.lost_said = None
         # Most samples are quiet: each check below is only run where it could fire or change state.
         found: list[tuple[str, dict[str, Any]] | None] = []
         model = get("model") or ""
@@ -80,6 +87,19 @@ class FaultDetector:
         if not found:
             return []
         return [_fault(kind, sample, node=node, at=at, evidence=ev) for kind, ev in filter(None, found)]
+
+    def _still_lost(
+        self, state: _GpuState, s: Mapping[str, Any], *, node: str, at: datetime
+    ) -> list[FaultSignaledV1]:
+        """A lost reading: nothing at first (the agent signals the loss), then one signal per repeat."""
+        if state.lost_said is None:
+            state.lost_said = at
+            return []
+        if (at - state.lost_said).total_seconds() < self._config.lost_repeat_s:
+            return []
+        state.lost_said = at
+        evidence = {"reason": s.get("lost_reason"), "repeat_s": self._config.lost_repeat_s}
+        return [_fault("lost", s, node=node, at=at, evidence=evidence)]
 
     def _thermal_limit(self, model: str) -> float:
         spec = _spec(model)

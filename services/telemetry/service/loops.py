@@ -11,11 +11,11 @@ from libs.common.events.telemetry import GpuRollup, NodeRollupV1
 from libs.common.runtime import BackgroundTask, ServiceRuntime
 from libs.common.stopping import sleep_or_stop
 from services.telemetry.adapters.allocation_store import AllocationStore
-from services.telemetry.adapters.rollup_store import RollupStore
 from services.telemetry.domain.allocations import AllocationView
 from services.telemetry.domain.rollup import GpuWindow
 from services.telemetry.service.observability import OPEN_WINDOWS, ROLLUPS_WRITTEN
 from services.telemetry.service.state import TelemetryState
+from services.telemetry.service.unit_of_work import TelemetryUnitOfWork, telemetry_uow
 
 __all__ = ["allocation_loop", "rollup_loop", "write_rollups"]
 
@@ -57,20 +57,23 @@ def rollup_loop(state: TelemetryState) -> BackgroundTask:
                     await asyncio.sleep(0)
             OPEN_WINDOWS.set(state.rollups.open_windows)
             if windows:
-                await write_rollups(runtime=runtime, windows=windows)
+                await write_rollups(uow=telemetry_uow(runtime), windows=windows)
 
         await _every(stop, min(1.0, s.rollup_interval_s / 4), flush)
 
     return loop
 
 
-async def write_rollups(*, runtime: ServiceRuntime, windows: list[GpuWindow]) -> None:
-    """Upsert windows and emit their node rollups atomically (a replayed window overwrites itself)."""
+async def write_rollups(*, uow: TelemetryUnitOfWork, windows: list[GpuWindow]) -> None:
+    """Upsert windows and emit their node rollups atomically: one commit of ``uow``, opened here.
+
+    A replayed window overwrites itself.
+    """
     by_node: dict[tuple[str, object], list[GpuWindow]] = defaultdict(list)
     for w in windows:
         by_node[(w.node, w.window_start)].append(w)
-    async with runtime.uow() as uow:
-        store = RollupStore(uow.conn)
+    async with uow:
+        store = uow.rollups
         for start in range(0, len(windows), UPSERT_CHUNK):
             await store.upsert_rollups(windows[start : start + UPSERT_CHUNK])
         await uow.emit_many([_node_rollup(node, group) for (node, _), group in by_node.items()])

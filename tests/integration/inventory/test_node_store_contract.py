@@ -11,9 +11,11 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services.inventory.adapters.node_store import AllocationRow, Store
+from services.inventory.adapters.node_store import AllocationRow
 from services.inventory.adapters.node_store_fake import FakeNodeStore
-from services.inventory.service.handlers import AllocationLedger
+from services.inventory.adapters.unit_of_work import PostgresInventoryUnitOfWork
+from services.inventory.adapters.unit_of_work_fake import FakeInventoryUnitOfWork
+from services.inventory.service.unit_of_work import AllocationLedger
 from tests.integration.store_contract import Units, fake_units, service_pool, sql_units
 from tests.integration.support import Isolation
 
@@ -38,7 +40,8 @@ def fake_subject() -> Subject:
     async def released() -> dict[str, datetime]:
         return fake.released
 
-    return Subject(units=fake_units(fake), live=live, released=released)
+    units = fake_units(FakeInventoryUnitOfWork(fake), lambda uow: uow.ledger)
+    return Subject(units=units, live=live, released=released)
 
 
 def sql_subject(pool: asyncpg.Pool[Any]) -> Subject:
@@ -53,7 +56,8 @@ def sql_subject(pool: asyncpg.Pool[Any]) -> Subject:
         rows = await pool.fetch("SELECT placement_id, released_at FROM released_placements")
         return {r["placement_id"]: r["released_at"] for r in rows}
 
-    return Subject(units=sql_units(pool, lambda uow: Store(uow.conn)), live=live, released=released)
+    units = sql_units(pool, PostgresInventoryUnitOfWork, lambda uow: uow.ledger)
+    return Subject(units=units, live=live, released=released)
 
 
 @pytest.fixture(params=["fake", "postgres"])
@@ -150,3 +154,20 @@ async def test_an_allocation_added_after_its_placement_was_released_is_live_unti
         assert await ledger.release_placement(placement_id="p1", at=T0 + timedelta(minutes=3)) == ["g2"]
     assert await subject.live() == []
     assert await subject.released() == {"p1": T0 + timedelta(minutes=1)}
+
+
+async def test_allocations_and_releases_of_a_unit_of_work_that_does_not_commit_are_not_kept(
+    subject: Subject,
+) -> None:
+    async with subject.units() as ledger:
+        await ledger.add_allocation(row=item("p1", "g1"), at=T0)
+    async with subject.units.rolled_back() as ledger:
+        assert await ledger.add_allocation(row=item("p2", "g2"), at=T0) is True
+        assert await ledger.release_placement(placement_id="p1", at=T0 + timedelta(hours=1)) == ["g1"]
+        assert await ledger.release_placement(placement_id="p3", at=T0) == []
+
+    assert await subject.live() == [item("p1", "g1")]
+    assert await subject.released() == {}
+    async with subject.units() as ledger:
+        assert await ledger.placement_released(placement_id="p1") is False
+        assert await ledger.add_allocation(row=item("p2", "g2"), at=T0) is True, "its id was not kept"

@@ -10,8 +10,10 @@ import pytest
 
 from services.telemetry.adapters.allocation_store import AllocationStore
 from services.telemetry.adapters.allocation_store_fake import FakeAllocationStore
+from services.telemetry.adapters.unit_of_work import PostgresTelemetryUnitOfWork
+from services.telemetry.adapters.unit_of_work_fake import FakeTelemetryUnitOfWork
 from services.telemetry.domain.allocations import AllocationRow
-from services.telemetry.service.handlers import AllocationWriter
+from services.telemetry.service.unit_of_work import AllocationWriter
 from tests.integration.store_contract import Units, fake_units, service_pool, sql_units
 from tests.integration.support import Isolation
 
@@ -30,11 +32,12 @@ class Subject:
 async def subject(request: pytest.FixtureRequest, isolation: Isolation) -> AsyncIterator[Subject]:
     if request.param == "fake":
         fake = FakeAllocationStore()
-        yield Subject(units=fake_units(fake), allocations=fake.allocations)
+        units = fake_units(FakeTelemetryUnitOfWork(fake), lambda uow: uow.allocations)
+        yield Subject(units=units, allocations=fake.allocations)
         return
     async with service_pool(isolation, "telemetry") as pool:
         yield Subject(
-            units=sql_units(pool, lambda uow: AllocationStore(uow.conn)),
+            units=sql_units(pool, PostgresTelemetryUnitOfWork, lambda uow: uow.allocations),
             allocations=AllocationStore(pool).allocations,
         )
 
@@ -102,3 +105,16 @@ async def test_an_ended_placement_frees_only_its_own_gpus_and_ending_again_or_un
     assert await subject.allocations() == [row("g3", "wl-2"), row("g1", "wl-1")], (
         "nothing remembers an ended placement: placed again, it is held again"
     )
+
+
+async def test_placements_and_ends_of_a_unit_of_work_that_does_not_commit_are_not_kept(
+    subject: Subject,
+) -> None:
+    await place(subject, "p1", gpus=["g1"], at=T0, workload="wl-1")
+    async with subject.units.rolled_back() as store:
+        await store.add_allocations(
+            placement_id="p2", workload_id="wl-2", tenant_id="acme", node="n1", placed_at=T0, gpus=["g2"]
+        )
+        await store.remove_placement(placement_id="p1")
+
+    assert await subject.allocations() == [row("g1", "wl-1")]

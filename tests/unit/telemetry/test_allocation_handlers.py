@@ -4,10 +4,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from libs.common.events.scheduler import AllocationItem, WorkloadEndedV1, WorkloadPlacedV1
-from libs.common.testing import FakeUnitOfWork, handler_context
+from libs.common.testing import handler_context
 from services.telemetry.adapters.allocation_store_fake import FakeAllocationStore
+from services.telemetry.adapters.unit_of_work_fake import FakeTelemetryUnitOfWork
 from services.telemetry.domain.allocations import AllocationRow
-from services.telemetry.service.handlers import TelemetryDeps, on_workload_ended, on_workload_placed
+from services.telemetry.service.handlers import on_workload_ended, on_workload_placed
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -20,16 +21,18 @@ def _placed(placement_id: str, *gpus: str) -> WorkloadPlacedV1:
     )  # fmt: skip
 
 
-async def _deliver(event: WorkloadPlacedV1 | WorkloadEndedV1, store: FakeAllocationStore) -> None:
-    uow = FakeUnitOfWork()
-    deps = TelemetryDeps(allocations=lambda _uow: store)
+async def _deliver(
+    event: WorkloadPlacedV1 | WorkloadEndedV1, store: FakeAllocationStore, *, commit: bool = True
+) -> None:
+    uow = FakeTelemetryUnitOfWork(store)
     async with uow:
-        ctx = handler_context(event, uow=uow, deps=deps, time=T0)
+        ctx = handler_context(event, uow=uow, deps=None, time=T0)
         if isinstance(event, WorkloadPlacedV1):
             await on_workload_placed(event, ctx)
         else:
             await on_workload_ended(event, ctx)
-        await uow.commit()
+        if commit:
+            await uow.commit()
 
 
 async def test_a_placement_holds_each_of_its_gpus_once_however_many_partitions_it_takes() -> None:
@@ -53,3 +56,17 @@ async def test_an_ended_placement_releases_its_gpus_and_leaves_other_placements_
     )
 
     assert await store.allocations() == [AllocationRow("gpu-b", "w1", "t1", "node-a")]
+
+
+async def test_a_placement_or_end_whose_delivery_fails_before_its_commit_changes_no_allocation() -> None:
+    store = FakeAllocationStore()
+    await _deliver(_placed("p1", "gpu-a"), store)
+
+    await _deliver(_placed("p2", "gpu-b"), store, commit=False)
+    await _deliver(
+        WorkloadEndedV1(workload_id="w1", tenant_id="t1", placement_id="p1", outcome="completed"),
+        store,
+        commit=False,
+    )
+
+    assert await store.allocations() == [AllocationRow("gpu-a", "w1", "t1", "node-a")]

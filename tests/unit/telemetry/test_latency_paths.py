@@ -4,14 +4,13 @@ the aggregator writes a minute's rollups in small statements."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 import libs.common.http  # noqa: F401  # before ingest: runtime and http import each other, http must come first
 from libs.common.events.telemetry import NodeRollupV1
-from libs.common.runtime import ServiceRuntime
-from libs.common.testing.fakes import FakeUnitOfWork
+from services.telemetry.adapters.unit_of_work_fake import FakeTelemetryUnitOfWork
 from services.telemetry.domain.rollup import GpuWindow
 from services.telemetry.service import loops
 from services.telemetry.service.agent.process import node_slices
@@ -43,16 +42,6 @@ class _Conn:
         return "INSERT 0"
 
 
-class _Runtime:
-    def __init__(self) -> None:
-        self.conn = _Conn()
-        self.uows: list[FakeUnitOfWork] = []
-
-    def uow(self) -> FakeUnitOfWork:
-        self.uows.append(FakeUnitOfWork(self.conn))
-        return self.uows[-1]
-
-
 def _window(gpu: int) -> GpuWindow:
     return GpuWindow(
         gpu=f"GPU-{gpu}",
@@ -69,12 +58,12 @@ def _window(gpu: int) -> GpuWindow:
 
 async def test_a_minutes_windows_are_upserted_in_chunks_with_one_node_rollup_per_node_in_one_commit() -> None:
     windows = [_window(g) for g in range(2_500)]
-    runtime = _Runtime()
-    await loops.write_rollups(runtime=cast(ServiceRuntime, runtime), windows=windows)
-    sizes = [len(s) for s in runtime.conn.statements]
+    conn = _Conn()
+    uow = FakeTelemetryUnitOfWork(conn=conn)
+    await loops.write_rollups(uow=uow, windows=windows)
+    sizes = [len(s) for s in conn.statements]
     assert sizes == [loops.UPSERT_CHUNK, loops.UPSERT_CHUNK, 2_500 - 2 * loops.UPSERT_CHUNK]
-    assert [g for s in runtime.conn.statements for g in s] == [w.gpu for w in windows]
-    [uow] = runtime.uows
+    assert [g for s in conn.statements for g in s] == [w.gpu for w in windows]
     rollups = [e for e in uow.events if isinstance(e, NodeRollupV1)]
     assert len(rollups) == len(uow.events) == 2_500 // 8 + 1
     assert sorted(g.gpu for r in rollups for g in r.gpus) == sorted(w.gpu for w in windows)

@@ -23,7 +23,7 @@ from aiokafka.errors import KafkaError
 
 from libs.common.events import EVENT_TYPES, Event, EventDecodeError, decode
 from libs.common.events import topics as t
-from libs.common.events.agent import SimFaultRequestedV1, WorkloadProfileSetV1
+from libs.common.events.agent import HostActionRequestedV1, SimFaultRequestedV1, WorkloadProfileSetV1
 from services.telemetry.adapters.agent.checkpoint import (
     FILE_NAME,
     Checkpoint,
@@ -40,7 +40,7 @@ from services.telemetry.adapters.agent.resume import resume
 __all__ = ["CATCH_UP_S", "CHECKPOINT_EVERY_S", "Book", "Command", "Intake", "IntakeSettings"]
 
 log = logging.getLogger(__name__)
-Command = SimFaultRequestedV1 | WorkloadProfileSetV1
+Command = SimFaultRequestedV1 | WorkloadProfileSetV1 | HostActionRequestedV1
 CATCH_UP_S = 30.0  # the first tick waits at most this long for the history (samples must flow)
 CHECKPOINT_EVERY_S = 5.0  # at most one checkpoint write per this many seconds
 
@@ -151,7 +151,7 @@ class Intake:
             envelope, event = decode(raw or b"", EVENT_TYPES)
         except EventDecodeError:
             return  # not ours to judge: the topic's real consumers dead-letter it
-        if isinstance(event, SimFaultRequestedV1 | WorkloadProfileSetV1):
+        if isinstance(event, SimFaultRequestedV1 | WorkloadProfileSetV1 | HostActionRequestedV1):
             if live:
                 self._command(event)
             return

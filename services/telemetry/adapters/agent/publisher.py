@@ -72,8 +72,13 @@ class Publisher:
         self._pending.append(asyncio.ensure_future(self._producer.send(topic, value=value, key=key)))
 
     async def flush(self) -> None:
-        """Wait until every message of this tick is acknowledged by all in-sync replicas."""
+        """Wait until every message of this tick is acknowledged by all in-sync replicas; raises the first
+        failure once every send has settled (none is left unawaited, whatever failed)."""
         pending, self._pending = self._pending, []
         delivering, self._delivering = self._delivering, []
-        delivered = await asyncio.gather(*pending)
-        await asyncio.gather(*delivered, *delivering)
+        sent = await asyncio.gather(*pending, return_exceptions=True)
+        delivered = [f for f in sent if not isinstance(f, BaseException)]
+        acks = await asyncio.gather(*delivered, *delivering, return_exceptions=True)
+        failed = [r for r in [*sent, *acks] if isinstance(r, BaseException)]
+        if failed:
+            raise failed[0]

@@ -126,6 +126,14 @@ class SimFleet:
         faults.apply_fault(gpu, fault=fault, xid=xid)
         self._settle(gpu, now=now)
 
+    def node_of(self, gpu_uuid: str) -> str:
+        """The hostname of a GPU of this fleet (UnknownGpu otherwise)."""
+        return self.gpu(gpu_uuid).node
+
+    def gpus_of(self, hostname: str) -> tuple[str, ...]:
+        """The GPUs of one node of this fleet (none for another agent's node)."""
+        return tuple(g.uuid for g in self._nodes.get(hostname, ()))
+
     def clear_faults(self, *, gpu_uuid: str) -> None:
         """Undo injected faults on a GPU, as a reset would."""
         faults.clear_faults(self.gpu(gpu_uuid))

@@ -112,8 +112,11 @@ class PlacementBook:
         if p is None:
             return None
         wl, tenant, placement = p.workload_id, p.tenant_id, p.placement_id
+        # Each report carries the instant the runner saw it happen (not this tick's): charges follow it.
         if report.event == "started":
-            return WorkloadStartedV1(workload_id=wl, tenant_id=tenant, placement_id=placement, node=p.node)
+            return WorkloadStartedV1(
+                workload_id=wl, tenant_id=tenant, placement_id=placement, node=p.node, at=report.at
+            )
         if report.event == "progress":
             return MigrationStepV1(
                 workload_id=wl,
@@ -122,6 +125,7 @@ class PlacementBook:
                 node=p.node,
                 phase=_PHASES.get(report.phase or "", "running"),
                 percent=int(min(max(report.percent or 0.0, 0.0), 100.0)),
+                at=report.at,
             )
         del self._placements[report.workload_id]
         return WorkloadExitedV1(
@@ -131,6 +135,7 @@ class PlacementBook:
             node=p.node,
             outcome="completed" if report.event == "finished" else "failed",
             reason=report.reason,
+            at=report.at,
         )
 
 

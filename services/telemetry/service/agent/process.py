@@ -6,6 +6,13 @@ a one-off: discovery is re-sent at every start, samples are re-read every second
 replaced by the next), faults carry deterministic ids, and workload reports are re-derived on restart
 by replaying the scheduler topic, or the checkpoint of it (consumers apply them idempotently per
 placement). A checkpoint is written only after a tick's sends are acknowledged (adapters/agent/intake.py).
+
+The broker may be away: at start the agent waits for it, and when it goes while running a tick fails and
+the next one tries again (its samples are dropped, being about then; its reports and faults are kept and
+sent again, the same bytes, so a repeat is dropped by event id). Every few seconds, and after an outage, it
+checks which broker it talks to: on one that lost its log (restarted empty) it recreates the topics, reads
+the scheduler topic again from its beginning (the relays publish again what the broker lost) and announces
+its nodes again. Each outage is logged once when it starts and once when it ends.
 """
 
 from __future__ import annotations
@@ -18,19 +25,21 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from libs.common.bus.incarnation import BROKER_ERRORS, Outage, look_at
 from libs.common.bus.kafka import all_physical_topics, ensure_topics, wait_for_broker
 from libs.common.events import Envelope, Event, encode, envelop, topic_of
 from libs.common.events import topics as t
-from libs.common.events.agent import WorkloadProfileSetV1
+from libs.common.events.agent import HostActionRequestedV1, WorkloadProfileSetV1
 from libs.common.events.sample_wire import SampleEncoder
 from libs.common.stopping import sleep_or_stop
 from services.telemetry.adapters.agent.gzip_level import use_gzip_level
 from services.telemetry.adapters.agent.intake import Command, Intake, IntakeSettings
-from services.telemetry.adapters.agent.publisher import Publisher
+from services.telemetry.adapters.agent.publisher import Publisher as KafkaPublisher
 from services.telemetry.adapters.sim import FaultKind, UnknownGpu
 from services.telemetry.domain.metrics import GpuLost
 from services.telemetry.domain.xid import XidCounter
 from services.telemetry.service.agent.placements import PlacementBook
+from services.telemetry.service.agent.ports import Publisher
 from services.telemetry.service.agent.reports import (
     Allocation,
     encoded_samples,
@@ -49,6 +58,8 @@ PUBLISH_EVERY_NODES = 125  # node batches per producer hand-off within a tick (1
 #: is one slice; a simulated fleet in one process would otherwise read and send every node at the
 #: tick, and each second's burst would queue behind itself in the producer, broker and aggregator.
 SPREAD_SHARE = 0.8
+#: How often the agent asks which broker it talks to (one metadata request; never per message).
+BROKER_CHECK_EVERY_S = 10.0
 
 
 class AgentSettings(IntakeSettings, Protocol):
@@ -76,7 +87,12 @@ class NodeAgent:
     """One agent process over one or many nodes."""
 
     def __init__(
-        self, *, settings: AgentSettings, setup: AgentSetup, clock: Callable[[], datetime] = utc_now
+        self,
+        *,
+        settings: AgentSettings,
+        setup: AgentSetup,
+        clock: Callable[[], datetime] = utc_now,
+        publisher: Publisher | None = None,
     ) -> None:
         self._s = settings
         self._setup = setup
@@ -86,10 +102,18 @@ class NodeAgent:
         self._xids = XidCounter()
         self._xid_totals: dict[str, int] = {}  # all codes together, per GPU: the sample's xid_count
         self._lost: set[str] = set()
-        self._out = Publisher()
+        self._out: Publisher = publisher if publisher is not None else KafkaPublisher()
         self._encoder = SampleEncoder(source=SOURCE)
+        self._unacked: list[tuple[str, bytes, bytes]] = []  # reports and faults queued since the last flush
+        self._resend: list[tuple[str, bytes, bytes]] = []  # those a failed flush may have lost
+        self._outage = Outage()
+        self._cluster: str | None = None  # the broker whose log the intake reads
+        self._check_at = 0.0
+        self._consumer: Any = None  # the intake's consumer, while running
         self.ticks = 0
         self.slow_ticks = 0
+        self.failed_ticks = 0
+        self.new_brokers = 0  # brokers found to have lost the log, and caught up with
 
     @property
     def book(self) -> PlacementBook:
@@ -97,19 +121,12 @@ class NodeAgent:
         return self._book
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run until `stop` is set."""
-        s = self._s
-        await wait_for_broker(bootstrap=s.kafka_bootstrap_servers)
-        await ensure_topics(
-            bootstrap=s.kafka_bootstrap_servers,
-            topics=all_physical_topics(s.kafka_topic_prefix),
-            partitions=s.kafka_partitions,
-        )
+        """Run until `stop` is set; a broker that is away at start is waited for."""
         use_gzip_level()  # aiokafka's fixed level 9 was the agent's top cost (adapters/agent/gzip_level.py)
-        self._out.open(bootstrap=s.kafka_bootstrap_servers, client_id="telemetry-agent")
-        consumer = self.intake.consumer()
-        await self._out.start()
-        await consumer.start()
+        consumer = await self._connect(stop)
+        if consumer is None:
+            return
+        self._consumer = consumer
         try:
             await self.intake.catch_up(consumer)
             await self._announce()
@@ -123,16 +140,94 @@ class NodeAgent:
             # Only on a clean stop: after a failed send the book may be ahead of what was delivered.
             await self.intake.save(force=True)
         finally:
+            self._consumer = None
             await consumer.stop()
             await self._out.stop()
             for probe in self._setup.probes.values():
                 await probe.close()
+
+    async def _connect(self, stop: asyncio.Event) -> Any:
+        """Wait for the broker, create the topics, start the producer and the intake's consumer; tried
+        again until it works or `stop` is set (then None)."""
+        s = self._s
+        while not stop.is_set():
+            consumer, opened = None, False
+            try:
+                await wait_for_broker(bootstrap=s.kafka_bootstrap_servers, timeout_s=5.0)
+                await self._ensure_topics()
+                self._out.open(bootstrap=s.kafka_bootstrap_servers, client_id="telemetry-agent")
+                opened = True
+                await self._out.start()
+                consumer = self.intake.consumer()
+                await consumer.start()
+                self._cluster = (await look_at(bootstrap=s.kafka_bootstrap_servers)).cluster_id
+            except BROKER_ERRORS as exc:
+                self._cannot_reach(exc, doing="start")
+                await self._close_quietly(consumer, publisher=opened)
+                await sleep_or_stop(stop, 1.0)
+                continue
+            if (lasted := self._outage.ended()) is not None:
+                log.warning(
+                    "broker %s answers after %.1fs: the agent starts", s.kafka_bootstrap_servers, lasted
+                )
+            return consumer
+        return None
+
+    async def _close_quietly(self, consumer: Any, *, publisher: bool) -> None:
+        """Stop what a failed start had started (the producer is opened afresh by the next try)."""
+        if consumer is not None:
+            with contextlib.suppress(*BROKER_ERRORS):
+                await consumer.stop()
+        if publisher:
+            with contextlib.suppress(*BROKER_ERRORS):
+                await self._out.stop()
+
+    async def _ensure_topics(self) -> None:
+        s = self._s
+        await ensure_topics(
+            bootstrap=s.kafka_bootstrap_servers,
+            topics=all_physical_topics(s.kafka_topic_prefix),
+            partitions=s.kafka_partitions,
+        )
+
+    def _cannot_reach(self, exc: BaseException, *, doing: str) -> None:
+        if self._outage.failed():
+            log.warning(
+                "the agent cannot %s: broker %s does not answer (%s: %s); samples are dropped and reports "
+                "kept until it does, quietly",
+                doing,
+                self._s.kafka_bootstrap_servers,
+                type(exc).__name__,
+                exc,
+            )
+
+    async def _look_at_broker(self) -> None:
+        """After an outage and every BROKER_CHECK_EVERY_S: on a broker that lost its log, catch up."""
+        self._check_at = time.monotonic() + BROKER_CHECK_EVERY_S
+        cluster = (await look_at(bootstrap=self._s.kafka_bootstrap_servers)).cluster_id
+        if self._cluster is not None and cluster != self._cluster:
+            await self._ensure_topics()
+            if self._consumer is not None:
+                await self._consumer.seek_to_beginning()
+            self._announce_queued()
+            self.new_brokers += 1
+            log.warning(
+                "broker %s lost its log (cluster %r, now %r): topics recreated, placements read again from "
+                "the beginning, nodes announced again",
+                self._s.kafka_bootstrap_servers,
+                self._cluster,
+                cluster,
+            )
+        self._cluster = cluster
 
     def _command(self, event: Command) -> None:
         fleet = self._setup.fleet
         if isinstance(event, WorkloadProfileSetV1):
             if self._setup.runner.set_profile(workload_id=event.workload_id, profile=event.profile):
                 log.info("workload %s now plays profile %s", event.workload_id, event.profile)
+            return
+        if isinstance(event, HostActionRequestedV1):
+            self._host_action(event)
             return
         if fleet is None:
             return
@@ -142,7 +237,49 @@ class NodeAgent:
             )
             log.info("injected %s (xid %s) on %s", event.fault, event.xid, event.gpu_uuid)
 
+    def _host_action(self, event: HostActionRequestedV1) -> None:
+        """Reset a GPU or reboot a node of this agent's: on the simulated fleet, every injected fault of
+        the GPU (or of each GPU of the node) is undone, as the real action would; the next readings say
+        whether it came back. On real GPUs the device action is not carried out by this agent yet (the
+        readings then keep the GPU lost, and the incident escalates to a person)."""
+        fleet = self._setup.fleet
+        if fleet is None:
+            if event.node in self._setup.discoveries:
+                log.warning(
+                    "%s of %s requested (incident %s): this agent does not carry out device actions on "
+                    "real GPUs; do it by hand",
+                    event.action,
+                    event.gpu_uuid or event.node,
+                    event.incident_id,
+                )
+            return
+        gpus = fleet.gpus_of(event.node) if event.gpu_uuid is None else (event.gpu_uuid,)
+        done = []
+        for gpu in gpus:
+            with contextlib.suppress(UnknownGpu):  # another agent's GPU
+                if fleet.node_of(gpu) == event.node:
+                    fleet.clear_faults(gpu_uuid=gpu)
+                    done.append(gpu)
+        if done:
+            log.info("%s on %s for incident %s: %s", event.action, event.node, event.incident_id, done)
+
     async def _announce(self) -> None:
+        self._announce_queued()
+        try:
+            await self._flush()
+        except BROKER_ERRORS as exc:  # kept: the first tick that reaches the broker sends them
+            self._cannot_reach(exc, doing="announce its nodes")
+
+    async def _flush(self) -> None:
+        """Wait for every send since the last flush; when one failed, they are all sent again next tick."""
+        try:
+            await self._out.flush()
+        except BaseException:
+            self._resend, self._unacked = [*self._resend, *self._unacked], []
+            raise
+        self._unacked.clear()
+
+    def _announce_queued(self) -> None:
         for host, discovery in self._setup.discoveries.items():
             self._send(
                 node_discovered(
@@ -153,14 +290,16 @@ class NodeAgent:
                     source=self._setup.source,
                 )
             )
-        await self._out.flush()
 
     async def _ticks(self, stop: asyncio.Event) -> None:
         interval = self._s.sample_interval_s
         next_at = time.monotonic()
         while not stop.is_set():
             started = time.monotonic()
-            await self.tick(spread_s=interval * SPREAD_SHARE)
+            if not await self._tick_or_wait(spread_s=interval * SPREAD_SHARE):
+                await sleep_or_stop(stop, interval)
+                next_at = time.monotonic()
+                continue
             self.ticks += 1
             await self.intake.save()  # after the tick's sends are acknowledged
             next_at += interval
@@ -170,14 +309,36 @@ class NodeAgent:
                 next_at = time.monotonic()  # do not try to catch up: samples are about now
             await sleep_or_stop(stop, next_at - time.monotonic())
 
+    async def _tick_or_wait(self, *, spread_s: float) -> bool:
+        """One tick, and a look at the broker when due; False when the broker did not answer."""
+        try:
+            if self._outage.ongoing or time.monotonic() >= self._check_at:
+                await self._look_at_broker()
+            await self.tick(spread_s=spread_s)
+        except BROKER_ERRORS as exc:
+            self.failed_ticks += 1
+            self._cannot_reach(exc, doing="publish")
+            return False
+        if (lasted := self._outage.ended()) is not None:
+            log.warning(
+                "the agent publishes again after %.1fs (%d tick(s) failed)", lasted, self.failed_ticks
+            )
+        return True
+
     async def tick(self, *, spread_s: float = 0.0) -> None:
         """Advance workloads, read every node once and publish what was seen.
+
+        Reports and faults a failed flush may have lost are sent again first (the same messages); samples
+        are not, being about then.
 
         The nodes are read and handed to the producer in slices of PUBLISH_EVERY_NODES, each batch
         stamped when its slice is read; with spread_s the slices start evenly over that many seconds
         instead of back to back (see node_slices).
         """
         started = time.monotonic()
+        resend, self._resend = self._resend, []
+        for message in resend:
+            self._queue(message)
         reports = self._book.reports(now=self._clock())
         if reports:
             self.intake.changed()
@@ -191,7 +352,7 @@ class NodeAgent:
             # Yield between slices even when behind: commands and acks are handled meanwhile.
             await asyncio.sleep(max(0.0, delay))
             await self._out.publish(topic, await self._read(part, allocations=allocations))
-        await self._out.flush()
+        await self._flush()
 
     async def _read(
         self, hosts: list[str], *, allocations: dict[str, Allocation]
@@ -234,6 +395,8 @@ class NodeAgent:
 
     def _send(self, payload: Event) -> None:
         envelope: Envelope = envelop(payload, source=SOURCE)
-        self._out.queue(
-            self._s.topic(topic_of(payload)), key=envelope.subject.encode(), value=encode(envelope)
-        )
+        self._queue((self._s.topic(topic_of(payload)), envelope.subject.encode(), encode(envelope)))
+
+    def _queue(self, message: tuple[str, bytes, bytes]) -> None:
+        self._unacked.append(message)  # until a flush acknowledges it
+        self._out.queue(message[0], key=message[1], value=message[2])
