@@ -1,0 +1,1 @@
+"""gpuctl: the command-line client of gpucloud. It talks to the services' public HTTP APIs only."""

@@ -1,0 +1,265 @@
+"""What each command sends, and what it does with the answer, against the fake services."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.unit.gpuctl import samples
+from tests.unit.gpuctl.conftest import Cli, error
+
+DRAFT = "/v1/workloads/drafts"
+STEPS = ("--image", "pytorch:2.3", "--gpu", "A100-80GB:2", "--vpc", "vpc-main1", "--subnet", "subnet-a001")
+NETWORK = {"vpc_id": "vpc-main1", "subnet_id": "subnet-a001", "security_group_id": "sg-default"}
+
+
+def _drafts(cli: Cli) -> None:
+    cli.api.on("POST", "scheduler", DRAFT, httpx.Response(201, json={"draft_id": "dr-1"}))
+    for step in ("image", "resources", "network"):
+        cli.api.on("PUT", "scheduler", f"{DRAFT}/dr-1/{step}", {"draft_id": "dr-1"})
+    cli.api.on(
+        "POST", "scheduler", f"{DRAFT}/dr-1/submit", httpx.Response(201, json=samples.workload("wl-9"))
+    )
+
+
+def test_create_by_flags_fills_the_three_steps_in_order_then_submits(cli: Cli) -> None:
+    _drafts(cli)
+    result = cli("create", *STEPS, "--sg", "sg-default", "--tag", "project=nb", "--urgency", "0.7", "-q")
+    assert (result.code, result.out) == (0, "wl-9\n")
+    assert [(r.method, r.url.path.removeprefix(DRAFT)) for r in cli.api.seen] == [
+        ("POST", ""),
+        ("PUT", "/dr-1/image"),
+        ("PUT", "/dr-1/resources"),
+        ("PUT", "/dr-1/network"),
+        ("POST", "/dr-1/submit"),
+    ]
+    assert cli.api.body("POST", DRAFT) == {"options": {"tags": {"project": "nb"}, "urgency": 0.7}}
+    assert cli.api.body("PUT", f"{DRAFT}/dr-1/image") == {"name": "pytorch", "version": "2.3"}
+    assert cli.api.body("PUT", f"{DRAFT}/dr-1/resources") == {"kind": "gpu", "model": "A100-80GB", "count": 2}
+    assert cli.api.body("PUT", f"{DRAFT}/dr-1/network") == NETWORK
+
+
+def test_create_off_a_terminal_with_a_step_missing_is_a_usage_error_before_any_request(cli: Cli) -> None:
+    result = cli("create", *STEPS)
+    assert result.code == 2
+    assert "missing --sg" in result.err
+    assert cli.api.seen == []
+
+
+def test_create_in_a_terminal_asks_for_the_missing_steps_with_the_recommendation_as_default(cli: Cli) -> None:
+    cli.interactive = True
+    _drafts(cli)
+    images = [{"name": "pytorch", "framework": "PyTorch", "versions": ["2.3", "2.4"]}]
+    cli.api.on("GET", "scheduler", "/v1/images", images)
+    advice = {"model": "L4", "count": 1, "reasons": ["fits in 24 GB"]}
+    cli.api.on("GET", "scheduler", "/v1/recommendations/gpu", advice)
+    answers = "\n\nvpc-main1\nsubnet-a001\nsg-default\n"  # default image, recommended GPU, then the network
+    result = cli("create", stdin=answers)
+    assert result.code == 0, result.err
+    assert cli.api.body("PUT", f"{DRAFT}/dr-1/image") == {"name": "pytorch", "version": "2.4"}
+    assert cli.api.body("PUT", f"{DRAFT}/dr-1/resources") == {"kind": "gpu", "model": "L4", "count": 1}
+    assert cli.api.body("PUT", f"{DRAFT}/dr-1/network") == NETWORK
+    assert cli.api.requests("GET", "/v1/recommendations/gpu")[0].url.params["framework"] == "PyTorch"
+    assert "fits in 24 GB" in result.out
+
+
+def test_a_refused_step_stops_create_with_the_field_the_scheduler_named(cli: Cli) -> None:
+    _drafts(cli)
+    bad = error(422, "validation_error", "String should match pattern", "network.vpc_id")
+    cli.api.on("PUT", "scheduler", f"{DRAFT}/dr-1/network", bad)
+    result = cli("create", *STEPS, "--sg", "sg-default")
+    assert result.code == 7
+    assert "network.vpc_id" in result.err
+    assert cli.api.requests("POST", f"{DRAFT}/dr-1/submit") == []
+
+
+def test_submit_sends_the_spec_file_with_the_flags_laid_over_it(cli: Cli, tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "image: {name: pytorch, version: '2.3'}\n"
+        "resources: {kind: gpu, model: L4, count: 1}\n"
+        "network: {vpc_id: vpc-main1, subnet_id: subnet-a001, security_group_id: sg-default}\n"
+        "tags: {project: search, team: ir}\n"
+    )
+    cli.api.on("POST", "scheduler", "/v1/workloads", httpx.Response(201, json=samples.workload("wl-3")))
+    result = cli("submit", "-f", str(spec), "--gpu", "L4:2", "--tag", "team=nlp", "--time-limit", "1h30m")
+    assert result.code == 0, result.err
+    assert cli.api.body("POST", "/v1/workloads") == {
+        "kind": "job",
+        "image": {"name": "pytorch", "version": "2.3"},
+        "resources": {"kind": "gpu", "model": "L4", "count": 2},
+        "network": NETWORK,
+        "tags": {"project": "search", "team": "nlp"},
+        "time_limit_s": 5400,
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--gpu", "L4:two"), "MODEL[:COUNT]"),
+        (("--gpu", "L4", "--units", "2"), "give one of --gpu, --mig and --units"),
+        (("--image", "pytorch"), "NAME:VERSION"),
+        (("--time-limit", "soon"), "not a duration"),
+        (("--tag", "project"), "not key=value"),
+    ],
+)
+def test_submit_refuses_flags_that_cannot_be_a_request_with_exit_2(
+    cli: Cli, args: tuple[str, ...], says: str
+) -> None:
+    result = cli("submit", *args)
+    assert result.code == 2
+    assert says in result.err
+    assert cli.api.seen == []
+
+
+def test_cancel_tries_each_workload_and_exits_with_the_first_failure(cli: Cli) -> None:
+    cli.api.on("POST", "scheduler", "/v1/workloads/wl-1/cancel", samples.workload("wl-1", state="cancelled"))
+    cli.api.on(
+        "POST",
+        "scheduler",
+        "/v1/workloads/wl-2/cancel",
+        error(404, "not_found", "no workload", "workload_id"),
+    )
+    result = cli("cancel", "wl-2", "wl-1")
+    assert result.code == 4
+    assert result.out == "wl-1 cancelled\n"
+    assert "wl-2: error: workload_id: no workload (HTTP 404 not_found)" in result.err
+
+
+@pytest.mark.parametrize(
+    ("written", "sent"),
+    [
+        ("alertname=GpuMemoryHigh", {"name": "alertname", "op": "=", "value": "GpuMemoryHigh"}),
+        ('node=~"gpu-a.*"', {"name": "node", "op": "=~", "value": "gpu-a.*"}),
+        ("severity!=info", {"name": "severity", "op": "!=", "value": "info"}),
+        ("gpu!~'GPU-1.*'", {"name": "gpu", "op": "!~", "value": "GPU-1.*"}),
+        ('summary="say \\"hi\\""', {"name": "summary", "op": "=", "value": 'say "hi"'}),
+        ("GpuLost", {"name": "alertname", "op": "=", "value": "GpuLost"}),
+    ],
+)
+def test_silence_add_reads_matchers_as_amtool_writes_them(
+    cli: Cli, written: str, sent: dict[str, str]
+) -> None:
+    cli.api.on("POST", "alerting", "/v1/silences", httpx.Response(201, json=samples.SILENCES[0]))
+    result = cli("silence", "add", written, "-c", "maintenance", "-d", "2h")
+    assert (result.code, result.out) == (0, samples.SILENCES[0]["id"] + "\n")
+    body = cli.api.body("POST", "/v1/silences")
+    assert body == {"matchers": [sent], "ends_at": "2026-12-02T05:40:00+00:00", "comment": "maintenance"}
+
+
+def test_a_matcher_amtool_would_refuse_is_a_usage_error(cli: Cli) -> None:
+    result = cli("silence", "add", "bad name=x", "-c", "x")
+    assert result.code == 2
+    assert "not a matcher" in result.err
+    assert cli.api.seen == []
+
+
+def test_silence_expire_ends_each_and_reports_the_one_it_could_not(cli: Cli) -> None:
+    cli.api.on("DELETE", "alerting", "/v1/silences/s-1", httpx.Response(204))
+    cli.api.on(
+        "DELETE", "alerting", "/v1/silences/s-2", error(404, "not_found", "no silence 's-2'", "silence_id")
+    )
+    result = cli("silence", "expire", "s-1", "s-2")
+    assert result.code == 4
+    assert "expired s-1" in result.err
+    assert "s-2: error" in result.err
+
+
+def test_quotas_set_changes_only_the_limits_given(cli: Cli) -> None:
+    path = "/v1/admin/tenants/acme/quota"
+    current = {"tenant_id": "acme", "limits": {"gpus": 4, "units": 32.0, "workloads": 10}, "usage": {}}
+
+    def echo(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={**current, "limits": json.loads(request.content)})
+
+    cli.api.on("GET", "scheduler", path, current)
+    cli.api.on("PUT", "scheduler", path, echo)
+    assert cli("admin", "quotas", "set", "acme", "--gpus", "8", "--units", "unlimited").code == 0
+    assert cli.api.body("PUT", path) == {"gpus": 8, "units": None, "workloads": 10}
+
+
+def test_incidents_watch_follows_the_recovery_until_it_closes(cli: Cli) -> None:
+    path = "/v1/incidents/inc-b8441e16bfdc4ad4"
+    steps = [samples.incident("migrating", progress=30), samples.incident("migrating", progress=60)]
+    cli.api.on("GET", "recovery", path, *steps, samples.incident("resolved", progress=100, closed=True))
+    result = cli("incidents", "watch", "inc-b8441e16bfdc4ad4", "--interval", "1")
+    assert result.code == 0, result.err
+    assert result.out == "inc-b8441e16bfdc4ad4 resolved\n"
+    assert [line.split()[-1] for line in result.err.splitlines()] == ["30%", "60%", "100%"]
+
+
+def test_an_escalated_incident_ends_the_watch_with_exit_1_and_its_reason(cli: Cli) -> None:
+    cli.api.on("GET", "recovery", "/v1/incidents/inc-1", samples.incident("escalated"))
+    result = cli("incidents", "watch", "inc-1")
+    assert result.code == 1
+    assert "no healthy GPU to move to" in result.err
+
+
+def test_a_watch_that_outlasts_its_timeout_exits_1(cli: Cli) -> None:
+    cli.api.on("GET", "recovery", "/v1/incidents/inc-1", samples.incident("migrating", progress=10))
+    result = cli("incidents", "watch", "inc-1", "--timeout", "5", "--interval", "1")
+    assert result.code == 1
+    assert "still migrating after 5 s" in result.err
+    assert len(cli.api.seen) == 6
+
+
+def _export(cli: Cli, answer: httpx.Response) -> None:
+    cli.api.on("GET", "billing", "/v1/exports/vision", answer)
+
+
+def test_export_writes_the_download_to_the_file_and_says_how_many_rows(cli: Cli, tmp_path: Path) -> None:
+    _export(cli, httpx.Response(200, content=b"PAR1...PAR1", headers={"x-export-rows": "4"}))
+    target = tmp_path / "bill.parquet"
+    result = cli("export", "vision", "--format", "parquet", "-o", str(target))
+    assert result.code == 0, result.err
+    assert target.read_bytes() == b"PAR1...PAR1"
+    assert "wrote 4 rows (11 bytes)" in result.err
+    assert cli.api.seen[0].url.params["format"] == "parquet"
+
+
+def test_a_refused_export_leaves_no_file_behind(cli: Cli, tmp_path: Path) -> None:
+    _export(cli, error(422, "validation_error", "end must be after start", "end"))
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    result = cli("export", "vision", "-o", str(folder / "bill.csv"), "--end", "1970-01-01T00:00:00Z")
+    assert result.code == 7
+    assert list(folder.iterdir()) == []
+
+
+def test_export_refuses_an_unknown_format_before_asking(cli: Cli) -> None:
+    assert cli("export", "vision", "--format", "xlsx").code == 2
+    assert cli.api.seen == []
+
+
+def test_rules_import_sends_the_file_as_yaml(cli: Cli, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("groups: []\n")
+    cli.api.on("POST", "alerting", "/v1/rules/import", {"imported": ["A", "B"]})
+    result = cli("rules", "import", str(rules))
+    assert (result.code, result.out) == (0, "imported 2 rule(s): A, B\n")
+    sent = cli.api.requests("POST", "/v1/rules/import")[0]
+    assert (sent.content, sent.headers["content-type"]) == (b"groups: []\n", "application/yaml")
+
+
+def test_top_once_as_json_is_the_latest_samples(cli: Cli) -> None:
+    cli.api.on("GET", "telemetry", "/v1/gpus/latest", samples.LATEST)
+    result = cli("top", "-o", "json", "--node", "gpu-a100-02")
+    rows: list[dict[str, Any]] = json.loads(result.out)
+    assert [r["gpu"] for r in rows] == [s["gpu"] for s in samples.LATEST]
+    assert cli.api.seen[0].url.params["node"] == "gpu-a100-02"
+
+
+def test_admin_tenants_create_quiet_prints_only_the_new_key(cli: Cli) -> None:
+    created = {
+        "tenant": {"tenant_id": "globex", "name": "Globex", "created_at": "2026-12-02T03:00:00Z"},
+        "key": {"key_id": "k1", "tenant_id": "globex", "role": "tenant", "api_key": "gck_k1_secret"},
+    }
+    cli.api.on("POST", "scheduler", "/v1/admin/tenants", httpx.Response(201, json=created))
+    result = cli("admin", "tenants", "create", "globex", "--name", "Globex", "-q")
+    assert (result.code, result.out) == (0, "gck_k1_secret\n")
+    assert cli.api.body("POST", "/v1/admin/tenants") == {"tenant_id": "globex", "name": "Globex"}
