@@ -2,15 +2,22 @@
 
 Every step says what it does and why, calls the public APIs only (with the keys a user would have),
 and waits for outcomes with a deadline. Exports land in .run/exports/.
+
+The tour keeps to what is its own, so it runs on a suite in use, any number of times: its tenants
+(`tour`, `tour-rival`), its receiver (`tour-pager`), one route for its own rule's alerts (the default
+route and everyone else's routes stay as they are) and its rule. A second run reuses them, with a new
+key for each tenant, and first cancels what the previous run left running.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import hmac
 import json
 import os
+import secrets
 import sys
 import threading
 import time
@@ -23,6 +30,24 @@ import httpx
 
 T = TypeVar("T")
 SERVICES = ("inventory", "scheduler", "telemetry", "alerting", "billing", "recovery")
+#: The tour's tenants: (id, shares, GPU quota). Not the README's acme: the tour never touches a tenant it
+#: did not create.
+TENANTS = (("tour", 2, 8), ("tour-rival", 1, 4))
+TENANT, RIVAL = TENANTS[0][0], TENANTS[1][0]
+RECEIVER = "tour-pager"
+RULE = "TourGpuMemoryHigh"
+#: The tour's route: only its own rule's alerts, ahead of the others; the default route is left alone.
+ROUTE = {"receiver": RECEIVER, "matchers": [{"name": "alertname", "op": "=", "value": RULE}]}
+LIVE = ("queued", "placed", "running", "migrating")
+#: A path on each service that needs a valid key: 401 until the tenant's key has reached it.
+KEY_PROBES = {
+    "inventory": "/v1/capacity",
+    "scheduler": "/v1/workloads",
+    "telemetry": "/v1/gpus/latest",
+    "alerting": "/v1/alerts",
+    "billing": "/v1/balances",
+    "recovery": "/v1/incidents",
+}
 NETWORK = {
     "vpc_id": "vpc-demo1",
     "subnet_id": "subnet-demo1",
@@ -91,7 +116,7 @@ def tenants(tour: Tour) -> dict[str, dict[str, str]]:
         "each team gets its own key; shares set its fair share, quotas cap what it may hold at once",
     )
     keys = {}
-    for tenant, shares, gpus in (("acme", 2, 8), ("globex", 1, 4)):
+    for tenant, shares, gpus in TENANTS:
         created = tour.call(
             "POST",
             "scheduler",
@@ -114,27 +139,50 @@ def tenants(tour: Tour) -> dict[str, dict[str, str]]:
         )
         show(tenant, f"{shares} shares, at most {gpus} GPUs; key {key[:14]}…")
     for tenant, key in keys.items():
-        for service in SERVICES:
+        for service, path in KEY_PROBES.items():
             wait(
-                lambda s=service, k=key: (
-                    tour.call("GET", s, "/healthz", k).status_code == 200
-                    and tour.call("GET", s, "/v1/catalog" if s == "inventory" else "/readyz", k).status_code
-                    != 401
-                ),
+                functools.partial(_key_works, tour, service, path, key),
                 timeout=30,
                 what=f"{tenant}'s key to reach {service}",
+                every=0.3,
             )
     return keys
 
 
-def fleet(tour: Tour, acme: dict[str, str]) -> None:
+def _key_works(tour: Tour, service: str, path: str, key: dict[str, str]) -> bool:
+    return tour.call("GET", service, path, key).status_code != 401
+
+
+def retire_previous_run(tour: Tour, keys: dict[str, dict[str, str]]) -> list[str]:
+    """Cancel what an earlier tour left queued or running, so quotas and the queue start afresh."""
+    cancelled = []
+    for tenant, key in keys.items():
+        for state in LIVE:
+            for workload in tour.ok("GET", "scheduler", f"/v1/workloads?state={state}&limit=1000", key):
+                done = tour.call("POST", "scheduler", f"/v1/workloads/{workload['workload_id']}/cancel", key)
+                if done.status_code < 400:
+                    cancelled.append(f"{tenant}/{workload['workload_id']}")
+    if cancelled:
+        say("What an earlier tour left, cancelled", "a rerun starts with its quotas and its queue empty")
+        show("cancelled", ", ".join(cancelled))
+    return cancelled
+
+
+def prepare(tour: Tour) -> dict[str, dict[str, str]]:
+    """The tour's tenants with fresh keys, and nothing left over from an earlier run."""
+    keys = tenants(tour)
+    retire_previous_run(tour, keys)
+    return keys
+
+
+def fleet(tour: Tour, key: dict[str, str]) -> None:
     say(
         "The pool as users see it",
         "the node agent discovered the GPUs; inventory turns them into compute units",
     )
     summary = wait(
         lambda: (
-            (c := tour.ok("GET", "inventory", "/v1/capacity?group_by=model", acme))
+            (c := tour.ok("GET", "inventory", "/v1/capacity?group_by=model", key))
             and c.get("total", {}).get("total_gpus")
             and c
         ),
@@ -149,13 +197,13 @@ def fleet(tour: Tour, acme: dict[str, str]) -> None:
         )
 
 
-def instance(tour: Tour, acme: dict[str, str]) -> str:
+def instance(tour: Tour, key: dict[str, str]) -> str:
     say("An instance in three steps", "image, then resources, then network — each step validated on its own")
     draft = tour.ok(
         "POST",
         "scheduler",
         "/v1/workloads/drafts",
-        acme,
+        key,
         json={"options": {"kind": "instance", "urgency": 0.7, "tags": {"project": "vision", "team": "cv"}}},
     )
     did = draft["draft_id"]
@@ -163,7 +211,7 @@ def instance(tour: Tour, acme: dict[str, str]) -> str:
         "PUT",
         "scheduler",
         f"/v1/workloads/drafts/{did}/image",
-        acme,
+        key,
         json={"name": "pytorch", "version": "2.3"},
     )
     show("step 1", "image pytorch 2.3")
@@ -171,13 +219,13 @@ def instance(tour: Tour, acme: dict[str, str]) -> str:
         "PUT",
         "scheduler",
         f"/v1/workloads/drafts/{did}/resources",
-        acme,
+        key,
         json={"kind": "gpu", "model": "A100-80GB", "count": 1},
     )
     show("step 2", "1 x A100-80GB")
-    tour.ok("PUT", "scheduler", f"/v1/workloads/drafts/{did}/network", acme, json=NETWORK)
+    tour.ok("PUT", "scheduler", f"/v1/workloads/drafts/{did}/network", key, json=NETWORK)
     show("step 3", NETWORK)
-    workload = tour.ok("POST", "scheduler", f"/v1/workloads/drafts/{did}/submit", acme)
+    workload = tour.ok("POST", "scheduler", f"/v1/workloads/drafts/{did}/submit", key)
     show("submitted", {k: workload[k] for k in ("workload_id", "state", "priority")})
     return str(workload["workload_id"])
 
@@ -185,14 +233,14 @@ def instance(tour: Tour, acme: dict[str, str]) -> str:
 def jobs(tour: Tour, keys: dict[str, dict[str, str]]) -> list[str]:
     say("Jobs with different urgencies", "priority = min(0.6 x urgency + 0.4 x (1 - fair_share), 1.0)")
     ids = []
-    for tenant, urgency, model in (("acme", 0.9, "H100-80GB"), ("acme", 0.2, "L4"), ("globex", 0.5, "L4")):
+    for tenant, urgency, model in ((TENANT, 0.9, "H100-80GB-SXM"), (TENANT, 0.2, "L4"), (RIVAL, 0.5, "L4")):
         body = {
             "kind": "job",
             "image": {"name": "jax", "version": "0.4.30"},
             "urgency": urgency,
             "resources": {"kind": "gpu", "model": model, "count": 1},
             "network": NETWORK,
-            "tags": {"project": "nlp" if tenant == "acme" else "ads", "team": "research"},
+            "tags": {"project": "nlp" if tenant == TENANT else "ads", "team": "research"},
             "time_limit_s": 3600,
         }
         created = tour.call("POST", "scheduler", "/v1/workloads", keys[tenant], json=body)
@@ -207,23 +255,23 @@ def jobs(tour: Tour, keys: dict[str, dict[str, str]]) -> list[str]:
     return ids
 
 
-def queue(tour: Tour, acme: dict[str, str], workload_id: str) -> None:
+def queue(tour: Tour, key: dict[str, str], workload_id: str) -> None:
     say("The queue, and why a workload has its priority", "like Slurm's sprio: every term is shown")
-    show("queue", tour.ok("GET", "scheduler", "/v1/queue", acme))
-    show("priority", tour.ok("GET", "scheduler", f"/v1/workloads/{workload_id}/priority", acme))
+    show("queue", tour.ok("GET", "scheduler", "/v1/queue", key))
+    show("priority", tour.ok("GET", "scheduler", f"/v1/workloads/{workload_id}/priority", key))
 
 
-def running(tour: Tour, acme: dict[str, str], workload_id: str) -> str:
+def running(tour: Tour, key: dict[str, str], workload_id: str) -> str:
     say("Placed, then running", "the scheduler places; only the node agent on the host reports it running")
     wait(
-        lambda: tour.ok("GET", "scheduler", f"/v1/workloads/{workload_id}", acme)["state"] == "running",
+        lambda: tour.ok("GET", "scheduler", f"/v1/workloads/{workload_id}", key)["state"] == "running",
         timeout=90,
         what="the instance to run",
     )
     samples = wait(
         lambda: [
             s
-            for s in tour.ok("GET", "telemetry", "/v1/gpus/latest", acme)
+            for s in tour.ok("GET", "telemetry", "/v1/gpus/latest", key)
             if s.get("workload_id") == workload_id
         ],
         timeout=30,
@@ -231,41 +279,33 @@ def running(tour: Tour, acme: dict[str, str], workload_id: str) -> str:
     )
     sample = samples[0]
     show("running on", f"{sample.get('gpu')} ({sample.get('node')})")
-    show("live metrics", {k: sample.get(k) for k in ("sm_util_pct", "fb_used_pct", "gpu_temp_c", "power_w")})
+    fb = sample.get("fb_used_pct")
+    show(
+        "live metrics",
+        {k: sample.get(k) for k in ("sm_util_pct", "gpu_temp_c", "power_w")} | {"fb_used_pct": fb},
+    )
     return str(sample["gpu"])
 
 
-def pager(tour: Tour, acme: dict[str, str], gpu: str) -> None:
-    say("Memory pressure pages someone", "the article's rule: GPU memory above 90% for a while pages on-call")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
-    created = tour.call(
-        "POST",
-        "alerting",
-        "/v1/receivers",
-        tour.admin,
-        json={"name": "demo-pager", "kind": "webhook", "url": url},
-    )
-    secret = created.json().get("signing_secret", "") if created.status_code == 201 else ""
-    if created.status_code == 409:
-        tour.ok(
-            "PUT",
-            "alerting",
-            "/v1/receivers/demo-pager",
-            tour.admin,
-            json={"url": url, "secret": "demo-" * 4},
-        )
-        secret = "demo-" * 4
+def pager_setup(tour: Tour, key: dict[str, str], *, gpu: str, url: str, secret: str) -> None:
+    """The tour's receiver at ``url``, its route and its rule on ``gpu``: created, or updated on a rerun."""
+    receiver = {"kind": "webhook", "url": url, "secret": secret}
+    created = tour.call("POST", "alerting", "/v1/receivers", tour.admin, json={"name": RECEIVER, **receiver})
+    if created.status_code == 409:  # an earlier tour's: point it at this run's listener, with this secret
+        tour.ok("PUT", "alerting", f"/v1/receivers/{RECEIVER}", tour.admin, json=receiver)
+    elif created.status_code >= 400:
+        raise SystemExit(f"   POST alerting/v1/receivers -> {created.status_code}: {created.text[:300]}")
+    tree = tour.ok("GET", "alerting", "/v1/routes", tour.admin)
+    others = [r for r in tree.get("routes", []) if r.get("receiver") != RECEIVER]
     tour.ok(
         "PUT",
         "alerting",
         "/v1/routes",
         tour.admin,
-        json={"default": {"receiver": "demo-pager"}, "routes": []},
+        json={"default": tree["default"], "routes": [ROUTE, *others]},
     )
     rule = {
-        "name": "DemoGpuMemoryHigh",
+        "name": RULE,
         "metric": "fb_used_pct",
         "comparator": ">",
         "threshold": 90,
@@ -274,8 +314,19 @@ def pager(tour: Tour, acme: dict[str, str], gpu: str) -> None:
         "severity": "critical",
         "summary": "GPU memory above 90% for 10s",
     }
-    if tour.call("POST", "alerting", "/v1/rules", tour.admin, json=rule).status_code == 409:
-        tour.ok("PUT", "alerting", "/v1/rules/DemoGpuMemoryHigh", tour.admin, json=rule)
+    # The tenant's own rule (confined to its workloads), created with its key as a user would.
+    if tour.call("POST", "alerting", "/v1/rules", key, json=rule).status_code == 409:
+        tour.ok("PUT", "alerting", f"/v1/rules/{RULE}", key, json=rule)
+
+
+def pager(tour: Tour, key: dict[str, str], gpu: str) -> None:
+    say("Memory pressure pages someone", "the article's rule: GPU memory above 90% for a while pages on-call")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    secret = secrets.token_urlsafe(24)
+    pager_setup(tour, key, gpu=gpu, url=url, secret=secret)
+    show("receiver", f"{RECEIVER} at {url}, routed only {RULE}'s alerts (the default route is untouched)")
     tour.ok(
         "POST",
         "telemetry",
@@ -285,7 +336,7 @@ def pager(tour: Tour, acme: dict[str, str], gpu: str) -> None:
     )
     show("injected", f"a memory leak on {gpu}; the rule fires after 10 s above 90%")
     page = wait(
-        lambda: next((r for r in Receiver.received if b"DemoGpuMemoryHigh" in r["body"]), None),
+        lambda: next((r for r in Receiver.received if RULE.encode() in r["body"]), None),
         timeout=180,
         what="the page",
     )
@@ -299,7 +350,7 @@ def pager(tour: Tour, acme: dict[str, str], gpu: str) -> None:
     server.shutdown()
 
 
-def recovery(tour: Tour, acme: dict[str, str], workload_id: str, gpu: str) -> None:
+def recovery(tour: Tour, key: dict[str, str], workload_id: str, gpu: str) -> None:
     say(
         "A GPU falls off the bus (XID 79)",
         "recovery drains it and migrates the work elsewhere, with progress",
@@ -312,14 +363,14 @@ def recovery(tour: Tour, acme: dict[str, str], workload_id: str, gpu: str) -> No
         json={"gpu_uuid": gpu, "fault": "xid", "xid": 79},
     )
     incident = wait(
-        lambda: next(iter(tour.ok("GET", "recovery", f"/v1/incidents?gpu={gpu}", acme)), None),
+        lambda: next(iter(tour.ok("GET", "recovery", f"/v1/incidents?gpu={gpu}", key)), None),
         timeout=60,
         what="the incident",
     )
     iid, seen = incident["incident_id"], set()
 
     def closed() -> dict[str, Any] | None:
-        detail = tour.ok("GET", "recovery", f"/v1/incidents/{iid}", acme)
+        detail = tour.ok("GET", "recovery", f"/v1/incidents/{iid}", key)
         for change in detail["history"]:
             if change["state"] not in seen:
                 seen.add(change["state"])
@@ -333,21 +384,21 @@ def recovery(tour: Tour, acme: dict[str, str], workload_id: str, gpu: str) -> No
 
     detail = wait(closed, timeout=240, what="the incident to close", every=2.0)
     show("closed", detail["state"])
-    after = tour.ok("GET", "scheduler", f"/v1/workloads/{workload_id}", acme)
+    after = tour.ok("GET", "scheduler", f"/v1/workloads/{workload_id}", key)
     show("workload now", {k: after[k] for k in ("state", "placement_id")})
 
 
-def bills(tour: Tour, acme: dict[str, str], out: Path) -> None:
+def bills(tour: Tour, key: dict[str, str], out: Path) -> None:
     say(
         "The project's bill",
         "every allocation is charged from placement to end, in micro-units, double-entry",
     )
     tour.ok("POST", "billing", "/v1/admin/accrual", tour.admin)
-    show("balances", tour.ok("GET", "billing", "/v1/balances", acme))
+    show("balances", tour.ok("GET", "billing", "/v1/balances", key))
     out.mkdir(parents=True, exist_ok=True)
     for fmt in ("csv", "parquet"):
-        response = tour.call("GET", "billing", f"/v1/exports/vision?format={fmt}", acme)
-        path = out / f"acme-vision.{fmt}"
+        response = tour.call("GET", "billing", f"/v1/exports/vision?format={fmt}", key)
+        path = out / f"{TENANT}-vision.{fmt}"
         path.write_bytes(response.content)
         show(
             f"{fmt} export",
@@ -372,15 +423,15 @@ def main() -> int:
             tour.http.get(f"{url}/readyz").raise_for_status()
         except httpx.HTTPError:
             return print(f"{service} is not ready at {url}: start the suite with `make run` first") or 2
-    keys = tenants(tour)
-    fleet(tour, keys["acme"])
-    instance_id = instance(tour, keys["acme"])
+    keys = prepare(tour)
+    fleet(tour, keys[TENANT])
+    instance_id = instance(tour, keys[TENANT])
     jobs(tour, keys)
-    queue(tour, keys["acme"], instance_id)
-    gpu = running(tour, keys["acme"], instance_id)
-    pager(tour, keys["acme"], gpu)
-    recovery(tour, keys["acme"], instance_id, gpu)
-    bills(tour, keys["acme"], args.run_dir / "exports")
+    queue(tour, keys[TENANT], instance_id)
+    gpu = running(tour, keys[TENANT], instance_id)
+    pager(tour, keys[TENANT], gpu)
+    recovery(tour, keys[TENANT], instance_id, gpu)
+    bills(tour, keys[TENANT], args.run_dir / "exports")
     print("\nThe tour is over; the suite keeps running (Ctrl-C in the `make run` terminal stops it).")
     return 0
 

@@ -281,7 +281,7 @@ class Journey:
             if got.status_code != 200:
                 return False
             fresh = datetime.now(UTC) - datetime.fromisoformat(got.json()["at"]) < timedelta(seconds=3)
-            return fresh and (got.json().get("fb_used_percent") or 0) > 70
+            return fresh and (got.json().get("fb_used_pct") or 0) > 70
 
         await eventually(plateau, timeout=90, interval=0.5, what="the leaky job's memory at its working set")
         injected = await s.telemetry.post(
