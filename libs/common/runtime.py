@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 #: auth cache (AUTH_CACHE_TTL_S, 5 s).
 PLATFORM_FETCH_WAIT_MS = 250
 
+
 async def _bounded(closing: Awaitable[None], timeout_s: float, what: str) -> bool:
     """Await a close for at most ``timeout_s``; False (and a warning) when it did not finish."""
     try:
