@@ -12,7 +12,7 @@ import asyncpg
 from libs.common.events import Event, encode, envelop, topic_of
 from libs.common.observability.tracing import current_traceparent
 
-__all__ = ["OutboxRow", "PostgresUnitOfWork", "UnitOfWork", "outbox_columns", "outbox_row"]
+__all__ = ["OnConnection", "OutboxRow", "PostgresUnitOfWork", "UnitOfWork", "outbox_columns", "outbox_row"]
 
 #: One outbox row: event id, logical topic, key, payload (the encoded envelope), traceparent.
 OutboxRow: TypeAlias = tuple[str, str, str, bytes, "str | None"]
@@ -35,6 +35,14 @@ def outbox_row(
 def outbox_columns(rows: Sequence[OutboxRow]) -> list[list[Any]]:
     """The five columns of ``rows``, as the arrays an ``unnest`` insert into the outbox takes."""
     return [[row[i] for row in rows] for i in range(5)]
+
+
+class OnConnection(Protocol):
+    """Whatever holds a connection: the self type of a mixin that builds SQL-only stores on it, shared by a
+    service's Postgres unit of work and its fake (whose ``conn`` raises unless a test gave it one)."""
+
+    @property
+    def conn(self) -> Any: ...
 
 
 class UnitOfWork(Protocol):

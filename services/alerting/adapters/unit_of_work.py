@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
-from libs.common.db.uow import PostgresUnitOfWork
+from libs.common.db.uow import OnConnection, PostgresUnitOfWork
 from services.alerting.adapters.config_store import ConfigStore
 from services.alerting.adapters.delivery_store import DeliveryStore
 from services.alerting.adapters.engine_state_store import StateStore
@@ -12,25 +10,20 @@ from services.alerting.adapters.engine_state_store import StateStore
 __all__ = ["PostgresAlertingUnitOfWork", "SqlOnlyStores"]
 
 
-class _OnConnection(Protocol):
-    @property
-    def conn(self) -> Any: ...
-
-
 class SqlOnlyStores:
     """The stores without a fake, on the unit of work's connection: shared by the Postgres unit of work
     and the fake one (whose ``conn`` raises unless a test gave it one)."""
 
     @property
-    def state(self: _OnConnection) -> StateStore:
+    def state(self: OnConnection) -> StateStore:
         return StateStore(self.conn)
 
     @property
-    def config(self: _OnConnection) -> ConfigStore:
+    def config(self: OnConnection) -> ConfigStore:
         return ConfigStore(self.conn)
 
     @property
-    def deliveries(self: _OnConnection) -> DeliveryStore:
+    def deliveries(self: OnConnection) -> DeliveryStore:
         return DeliveryStore(self.conn)
 
 

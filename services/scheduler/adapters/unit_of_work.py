@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
-from libs.common.db.uow import PostgresUnitOfWork
+from libs.common.db.uow import OnConnection, PostgresUnitOfWork
 from services.scheduler.adapters.draft_store import DraftStore
 from services.scheduler.adapters.fleet_store import FleetStore
 from services.scheduler.adapters.tenant_store import TenantStore
@@ -13,21 +11,16 @@ from services.scheduler.adapters.workload_store import WorkloadStore
 __all__ = ["PostgresSchedulerUnitOfWork", "SqlOnlyStores"]
 
 
-class _OnConnection(Protocol):
-    @property
-    def conn(self) -> Any: ...
-
-
 class SqlOnlyStores:
     """The stores without a fake, on the unit of work's connection: shared by the Postgres unit of work
     and the fake one (whose ``conn`` raises unless a test gave it one)."""
 
     @property
-    def drafts(self: _OnConnection) -> DraftStore:
+    def drafts(self: OnConnection) -> DraftStore:
         return DraftStore(self.conn)
 
     @property
-    def tenants(self: _OnConnection) -> TenantStore:
+    def tenants(self: OnConnection) -> TenantStore:
         return TenantStore(self.conn)
 
 
