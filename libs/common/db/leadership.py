@@ -30,7 +30,10 @@ log = logging.getLogger(__name__)
 CHECK_TIMEOUT_S = 5.0
 _TRY = "SELECT pg_try_advisory_lock(hashtext($1))"
 _UNLOCK = "SELECT pg_advisory_unlock(hashtext($1))"
-_GONE = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+#: What a cut session raises. ``InternalClientError`` ("cannot switch to state ...; another operation in
+#: progress") comes when the server's goodbye for a terminated backend lands while a statement is in flight:
+#: the connection's protocol state is then unknown, and the lease is treated as gone.
+_GONE = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError)
 
 
 class LeadershipLost(RuntimeError):
@@ -58,6 +61,7 @@ class Lease:
         try:
             await self.conn.execute("SELECT 1", timeout=self.check_timeout_s)
         except _GONE as exc:
+            self.conn.terminate()  # its state is unknown: never send on it again
             raise LeadershipLost(f"the lock session of {self.key} is gone: {exc!r}") from exc
 
     async def fence(self, conn: asyncpg.Connection[Any]) -> None:
