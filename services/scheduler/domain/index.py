@@ -165,6 +165,11 @@ class FreeIndex:
             self._sig_cache[ckey] = found
         return found
 
+    def offering(self, stype: SlotType, sigs: tuple[Signature, ...]) -> tuple[Signature, ...]:
+        """The signatures among ``sigs`` that have slots of this type at all, free or held."""
+        per_sig = self._types.get(stype, {})
+        return tuple(s for s in sigs if s in per_sig)
+
     def best_bin(self, stype: SlotType, sigs: tuple[Signature, ...], count: int) -> BinKey | None:
         """The bin with the fewest free slots that still holds `count` (best fit)."""
         per_sig = self._types.get(stype)

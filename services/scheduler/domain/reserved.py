@@ -1,8 +1,11 @@
 """The article's reserved pool: under contention high-priority work may hold at most 80% of a pool.
 
-"Contention" means demand (held + waiting) exceeds the pool's capacity *and* some low-priority work is
+"Contention" means demand (held + waiting) exceeds the capacity *and* some low-priority work is
 waiting: the cap exists to keep room for that work, so without it high-priority work may use everything.
-Capacity, holdings and demand are compute units of one pool (the GPUs' `pool` label).
+Capacity, holdings and demand are compute units of one class: the GPUs of one model in one pool (the
+GPUs' `pool` label). Room kept on A100s is no use to low work waiting for H100s, so a workload's waiting
+demand counts only in the classes it could run on (its best option in each), and a placement is judged
+by the classes of the GPUs it would take.
 """
 
 from __future__ import annotations

@@ -1,13 +1,26 @@
-"""One scheduling pass over an ordered queue; holds the mutable working state so the API stays pure."""
+"""One scheduling pass over an ordered queue; holds the mutable working state so the API stays pure.
+
+Work on one GPU model never waits for work blocked on another: the reserved-pool rule is judged per pool
+and model (pools.py), a reservation holds only the slots it reserves, and without backfill a blocked
+workload holds back only work that could use the slot types it waits for.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 from services.scheduler.domain.backfill import Reservation, release_order, reserve_head
-from services.scheduler.domain.cluster import DEFAULT_POOL, Allocation, ClusterState, Grant, SlotKind
+from services.scheduler.domain.cluster import (
+    DEFAULT_POOL,
+    Allocation,
+    ClusterState,
+    Grant,
+    SlotKind,
+    SlotType,
+)
 from services.scheduler.domain.decisions import (
     Decisions,
     Placement,
@@ -17,9 +30,9 @@ from services.scheduler.domain.decisions import (
     WaitReason,
 )
 from services.scheduler.domain.fit import Ask, Option, Plan, find_plan, options_for, plan_units, take_plan
-from services.scheduler.domain.index import FreeIndex, SlotKey
+from services.scheduler.domain.index import FreeIndex, Signature, SlotKey
 from services.scheduler.domain.model import WorkloadKind
-from services.scheduler.domain.pools import PoolBook
+from services.scheduler.domain.pools import PoolBook, PoolClass
 from services.scheduler.domain.preemption import PreemptionProposal, propose_preemption
 from services.scheduler.domain.quota import QuotaLimits, QuotaUsage, check, demand_of, reserve
 from services.scheduler.domain.reserved import admits, is_high
@@ -35,6 +48,10 @@ def tenant_usage(allocations: Iterable[Allocation]) -> dict[str, QuotaUsage]:
         add = demand_of(gpus=whole, units=a.units)
         usage[a.tenant] = reserve(tenant=a.tenant, limits=QuotaLimits(), usage=usage[a.tenant], demand=add)
     return usage
+
+
+def _class_of(sig: Signature, stype: SlotType) -> PoolClass:
+    return (dict(sig).get("pool", DEFAULT_POOL), stype.model)
 
 
 def _demand(option: Option) -> QuotaUsage:
@@ -60,12 +77,14 @@ class SchedulePass:
         self._usage = tenant_usage(state.allocations)
         self._types = tuple(self._index.slot_types())
         self._options: dict[object, tuple[Option, ...]] = {}
+        self._class_demand: dict[object, dict[PoolClass, float]] = {}
+        self._counted: dict[str, dict[PoolClass, float]] = {}  # waiting demand counted per workload
         self._reservation: Reservation | None = None
         self._aside: list[tuple[datetime, set[SlotKey]]] = []
         self._claimed: set[str] = set()
         self._preempt_left = config.preemption_attempts
         self._head_left = config.head_attempts
-        self._stopped = False  # without backfill nothing may pass the first blocked workload
+        self._stopped: set[SlotType] = set()  # without backfill: types closed behind a blocked workload
         self._placements: list[Placement] = []
         self._waiting: list[QueuePosition] = []
         self._preemptions: list[PreemptionProposal] = []
@@ -73,19 +92,30 @@ class SchedulePass:
     def run(self, ordered: Sequence[QueueEntry]) -> Decisions:
         """Decide every entry in order and return the decisions."""
         asks = [self._ask(e) for e in ordered]
-        for entry, ask in zip(ordered, asks, strict=True):
-            if ask.options:
-                self._pools.wait(
-                    pools=self._pools_of(entry), units=plan_units(ask.options[0]), priority=ask.priority
-                )
+        for ask in asks:
+            self._counted[ask.workload_id] = self._demand_by_class(ask)
+            self._pools.wait(demand=self._counted[ask.workload_id], priority=ask.priority)
         for entry, ask in zip(ordered, asks, strict=True):
             self._decide(entry, ask)
         return Decisions(
             tuple(self._placements), tuple(self._waiting), tuple(self._preemptions), self._reservation
         )
 
-    def _pools_of(self, entry: QueueEntry) -> tuple[str, ...]:
-        return self._pools.pools_for(entry.workload.constraints)
+    def _demand_by_class(self, ask: Ask) -> dict[PoolClass, float]:
+        """Units the workload would take in each (pool, model) it could run on: its best option there.
+
+        Only classes that offer one of its slot types under its constraints count, so work waiting for
+        H100s never makes the pool's A100s look contended.
+        """
+        key = (ask.options, ask.sigs)
+        found = self._class_demand.get(key)
+        if found is None:
+            found = {}
+            for option in ask.options:
+                for sig in self._index.offering(option.stype, ask.sigs):
+                    found.setdefault(_class_of(sig, option.stype), plan_units(option))
+            self._class_demand[key] = found
+        return found
 
     def _ask(self, entry: QueueEntry) -> Ask:
         w = entry.workload
@@ -99,8 +129,10 @@ class SchedulePass:
     def _decide(self, entry: QueueEntry, ask: Ask) -> None:
         if not ask.options:
             return self._wait(entry, WaitReason.NO_MATCHING_GPU)
-        if self._stopped:
-            return self._wait(entry, WaitReason.CAPACITY)
+        if self._stopped:  # only the slot types a blocked workload waits for are closed to those behind it
+            ask = replace(ask, options=tuple(o for o in ask.options if o.stype not in self._stopped))
+            if not ask.options:
+                return self._wait(entry, WaitReason.CAPACITY)
         lent = self._lend_aside(entry)
         found = find_plan(self._index, options=ask.options, sigs=ask.sigs, gang=ask.gang)
         reason = self._policy_block(entry, *found) if found else None
@@ -122,11 +154,11 @@ class SchedulePass:
         return [k for start, keys in self._aside if end <= start for k in self._index.add(keys)]
 
     def _policy_block(self, entry: QueueEntry, option: Option, plan: Plan) -> WaitReason | None:
-        by_pool: dict[str, float] = defaultdict(float)
+        by_class: dict[PoolClass, float] = defaultdict(float)
         for (_node, stype, sig), count in plan:
-            by_pool[dict(sig).get("pool", DEFAULT_POOL)] += count * stype.units
-        for pool, units in by_pool.items():
-            load = self._pools.load(pool)
+            by_class[_class_of(sig, stype)] += count * stype.units
+        for cls, units in by_class.items():
+            load = self._pools.load(cls)
             if not admits(priority=entry.priority, units=units, load=load, config=self._config.reserved):
                 return WaitReason.RESERVED_POOL
         limits = self._quotas.get(entry.workload.tenant)
@@ -143,9 +175,7 @@ class SchedulePass:
         backfilled = self._reservation is not None
         self._placements.append(Placement(w.id, w.tenant, grants, entry.priority, backfilled))
         self._pools.hold(grants=grants, priority=entry.priority)
-        self._pools.wait(
-            pools=self._pools_of(entry), units=plan_units(option), priority=entry.priority, sign=-1
-        )
+        self._pools.wait(demand=self._counted.pop(w.id, {}), priority=entry.priority, sign=-1)
         usage = self._usage.get(w.tenant, QuotaUsage())
         self._usage[w.tenant] = reserve(
             tenant=w.tenant, limits=QuotaLimits(), usage=usage, demand=_demand(option)
@@ -156,7 +186,7 @@ class SchedulePass:
             return
         estimate = None
         if not self._config.backfill:
-            self._stopped = True
+            self._stopped.update(o.stype for o in ask.options)
         elif self._reservation is None and self._head_left > 0:
             self._head_left -= 1
             releases = release_order(self._state.allocations)
