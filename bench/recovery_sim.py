@@ -1,18 +1,27 @@
-"""Recovery service with stand-in responders: a simulated fleet of 1,000 GPUs under load, 1,000 faults.
+"""Recovery under 1,000 faults on a simulated fleet of 1,000 GPUs: the SLO at real scale, then the service.
 
-The REAL recovery service runs as its own process (python -m services.recovery) on the real broker,
-Postgres and Redis. This script is everything around it, clearly stand-ins: it places the workloads,
-injects fault signals of mixed kinds, and answers recovery's requests the way inventory (drain
-confirmations, returns to service), the scheduler (re-placement on a healthy GPU) and the node agent
-(checkpoint/transfer/restore/running with scaled-down durations) would.
+Part one (bench/_recovery_virtual.py, bench "recovery.slo ..."): the recovery SLO at real scale. Recovery's
+handlers and tick run on a virtual clock with its default timings; the stand-ins' migration phases last
+what the simulated fleet documents for real hardware; nothing is scaled, so the shares within 60 s and
+3 minutes (detection to the host running the workload again, per fault class) compare with the article's
+92 % within 3 minutes. See that module and docs/recovery.md for the method.
 
-    python bench/recovery_sim.py [--gpus 1000] [--faults 1000] [--rate 20] [--load 0.7] [--late-placements 3]
+Part two (bench "recovery.sim ..."): the REAL recovery service runs as its own process
+(python -m services.recovery) on the real broker, Postgres and Redis. This script is everything around
+it, clearly stand-ins: it places the workloads, injects fault signals of mixed kinds, and answers
+recovery's requests the way inventory (drain confirmations, returns to service), the scheduler
+(re-placement on a healthy GPU) and the node agent (checkpoint/transfer/restore/running with
+scaled-down durations) would.
 
-Time is compressed to fit in about 100 s: faults arrive at --rate per second (20/s by default),
-migration phases last 0.5-3 s each (about a tenth of a real 10-30 s checkpoint), the health check
-settles after 3 s (RECOVERY_SETTLE_S), and the fold and correlation windows shrink from 10 min to
-5 s and 1 s (else compressed random faults would all look correlated). The 60 s and 3 min
-thresholds are not scaled.
+    python bench/recovery_sim.py [--part both|virtual|process] [--gpus 1000] [--faults 1000] [--rate 20]
+                                 [--load 0.7] [--late-placements 3] [--virtual-per-hour 120]
+
+In part two time is compressed to fit in about 100 s: faults arrive at --rate per second (20/s by
+default), migration phases last 0.5-3 s each (about a tenth of real ones), the health check settles
+after 3 s (RECOVERY_SETTLE_S), and the fold and correlation windows shrink from 10 min to 5 s and 1 s.
+So part two reports no time to recover nor any share within 60 s or 3 minutes (the thresholds would
+not be scaled with the phases); it reports what compression does not distort: incidents opened and
+closed, workloads lost or stranded, late placements, time to detect over the real broker, CPU.
 
 --late-placements N makes the stand-in scheduler reproduce, N times, the ordering that can strand a
 workload: it re-places a migrating workload onto a free GPU whose drain (to failed: the incident will
@@ -42,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import asyncpg
 import httpx
 
+from bench._recovery_virtual import run_virtual
 from bench.common import BenchEnv, cpu_seconds, emit, log, percentile
 from libs.common.bus import create_consumer, create_producer
 from libs.common.events import EVENT_TYPES, Event, decode, encode, envelop, topics
@@ -360,30 +370,17 @@ def report(
     recover = [s for i in incidents if (s := _seconds(i["detected_at"], i["recovered_at"])) is not None]
     recoverable = [i for i in incidents if i["recoverable"] and i["action"] != "escalate"]
 
-    def within(limit: float) -> float:
-        hits = [
-            i
-            for i in recoverable
-            if (s := _seconds(i["detected_at"], i["recovered_at"])) is not None and s <= limit
-        ]
-        return len(hits) / len(recoverable) if recoverable else 0.0
-
-    share_60 = within(60.0)
     emit(BENCH, "faults_injected", faults, "faults", gpus=len(sim.fleet.gpus))
     emit(BENCH, "incidents_opened", len(incidents), "incidents")
     emit(BENCH, "incidents_recoverable", len(recoverable), "incidents")
     for outcome in ("resolved", "escalated"):
         emit(BENCH, f"incidents_{outcome}", sum(1 for i in incidents if i["state"] == outcome), "incidents")
     emit(BENCH, "incidents_still_open", sum(1 for i in incidents if i["closed_at"] is None), "incidents")
-    emit(BENCH, "share_recovered_within_60s", share_60, "ratio", of="recoverable faults")
-    emit(BENCH, "share_recovered_within_60s_vs_target", share_60 / 0.99, "ratio", target=0.99)
-    emit(BENCH, "share_recovered_within_3m", within(180.0), "ratio", of="recoverable faults")
     if detect:
         emit(BENCH, "time_to_detect_p50", percentile(detect, 50), "s")
         emit(BENCH, "time_to_detect_p99", percentile(detect, 99), "s")
-    if recover:
-        emit(BENCH, "time_to_recover_p50", percentile(recover, 50), "s")
-        emit(BENCH, "time_to_recover_p99", percentile(recover, 99), "s")
+    # Phases are compressed here and the thresholds are not: shares and times to recover come from part one.
+    emit(BENCH, "incidents_recovered", len(recover), "incidents", phases="compressed about tenfold")
     not_running = sim.lost()
     for w in sorted(set(sim.stranded()) | set(sim.fleet.moves_pending)):
         gpu = sim.fleet.workload_gpu.get(w, "")
@@ -402,8 +399,8 @@ def report(
     else:
         # Incidents still open at the cut-off: their workloads may yet run, so "lost" cannot be judged.
         emit(BENCH, "workloads_not_running_at_cutoff", not_running, "workloads", lost="not judged")
-    overall = slo["overall"]
-    emit(BENCH, "slo_api_share_within_1m_all_incidents", overall["share_within_1m"] or 0.0, "ratio")
+    # The live endpoint counts the incidents the benchmark read (a check of the API, not a figure).
+    emit(BENCH, "slo_api_incidents_match", float(slo["overall"]["incidents"] == len(incidents)), "ok")
     emit(BENCH, "migrations_queued_for_capacity", sim.waits, "retries")
     emit(BENCH, "wall_time", wall, "s")
 
@@ -478,7 +475,18 @@ def main() -> None:
     parser.add_argument(
         "--late-placements", type=int, default=3, help="placements reported after their GPU's incident closed"
     )
+    parser.add_argument("--part", choices=("both", "virtual", "process"), default="both")
+    parser.add_argument(
+        "--virtual-per-hour", type=float, default=120.0, help="part one: faults per hour of virtual time"
+    )
     args = parser.parse_args()
+    if args.part != "process":
+        virtual = run_virtual(
+            gpus=args.gpus, faults=args.faults, per_hour=args.virtual_per_hour, load=args.load, mix=MIX
+        )
+        asyncio.run(virtual)
+    if args.part == "virtual":
+        return
     bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if bootstrap:
         asyncio.run(run(args, bootstrap))

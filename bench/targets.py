@@ -38,6 +38,7 @@ def score(target: Target, value: float) -> float:
 
 
 RECOVERY = "recovery.sim (recovery service with stand-in responders)"
+RECOVERY_SLO = "recovery.slo (real-scale phases, virtual time, nothing scaled)"
 
 TARGETS: dict[tuple[str, str], Target] = {
     ("bus.outbox_to_consumer", "duplicates_applied"): Target(0, False, "exactly-once application"),
@@ -57,6 +58,8 @@ TARGETS: dict[tuple[str, str], Target] = {
     ("billing.ledger", "postings_per_s"): Target(10000, True, "issue 7"),
     ("billing.export", "seconds"): Target(10, False, "issue 7, 1,000,000 rows"),
     ("billing.export", "peak_memory_mb"): Target(300, False, "issue 7, 1,000,000 rows"),
-    (RECOVERY, "share_recovered_within_60s"): Target(0.99, True, "issue 8, recoverable faults"),
+    # At real scale (part one of recovery_sim.py): detection to running again, incidents with a workload.
+    (RECOVERY_SLO, "share_within_60s"): Target(0.99, True, "issue 8"),
+    (RECOVERY_SLO, "share_within_3m"): Target(0.92, True, "issue 22: the article's 92% within 3 min"),
     (RECOVERY, "workloads_lost"): Target(0, False, "issue 8"),
 }

@@ -65,13 +65,15 @@ class IncidentDetail(IncidentSummary):
 
 
 class SloOut(BaseModel):
-    """SLO figures for a period, overall and per fault type."""
+    """SLO figures for a period, overall and per fault class: detection to the host running the workloads
+    again, over the incidents that affected a workload (see services/recovery/domain/slo.py)."""
 
-    since: datetime
-    period: str
-    fault_type: str | None
+    since: datetime = Field(description="Start of the window: incidents whose fault happened since")
+    as_of: datetime = Field(description="End of the window: an incident still recovering is judged then")
+    period: str = Field(description="The window's length as asked, e.g. 24h")
+    fault_type: str | None = Field(description="The fault class asked for; None for all")
     overall: SloStats
-    by_fault_type: dict[str, SloStats]
+    by_fault_type: dict[str, SloStats] = Field(description="Per fault class (the catalog's fault type key)")
 
 
 class CatalogOut(BaseModel):

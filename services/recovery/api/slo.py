@@ -1,4 +1,4 @@
-"""The recovery SLO statistics route: time to detect and recover over a period, per fault type."""
+"""The recovery SLO route: detection to running again over a window, overall and per fault class."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def parse_period(text: str) -> timedelta:
 async def slo_stats(
     request: Request, caller: Caller, period: str = "24h", fault_type: str | None = None
 ) -> SloOut:
-    since = datetime.now(UTC) - parse_period(period)
+    as_of = datetime.now(UTC)
+    since = as_of - parse_period(period)
     fault_type = known_fault_type(request, fault_type)
     async with request.app.state.runtime.pool.acquire() as conn:
         incidents = await IncidentQueries(conn).for_slo(
@@ -46,8 +47,9 @@ async def slo_stats(
         )
     return SloOut(
         since=since,
+        as_of=as_of,
         period=period,
         fault_type=fault_type,
-        overall=summarize(incidents),
-        by_fault_type=dict(by_fault_type(incidents)),
+        overall=summarize(incidents, as_of=as_of),
+        by_fault_type=dict(by_fault_type(incidents, as_of=as_of)),
     )

@@ -1,4 +1,11 @@
-"""Recovery SLO statistics: time to detect, time to recover, and share recovered within 1 and 3 minutes."""
+"""Recovery SLO statistics: time to detect, time to recover, and share recovered within 1 and 3 minutes.
+
+The measure runs from detection (recovery learning of the fault) to running again: the host's instant the
+last affected workload ran on its new placement (``Incident.recovered_at``, from the agents' running
+steps). Only incidents that affected a workload are measured: with nothing to move there is nothing to
+recover. An incident not recovered counts as a miss of a threshold once that long has passed since its
+detection; before then it is not judged yet.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.recovery.domain.incidents import Incident
 
 __all__ = [
+    "ONE_MINUTE",
+    "THREE_MINUTES",
     "SloStats",
     "by_fault_type",
     "by_period",
@@ -33,14 +42,19 @@ class SloStats(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    incidents: int = Field(ge=0)
-    recovered: int = Field(ge=0)
-    detect_p50_s: float | None
+    incidents: int = Field(ge=0, description="Incidents whose fault happened in the window")
+    measured: int = Field(ge=0, description="Of them, those that affected a workload: the SLO's population")
+    recovered: int = Field(ge=0, description="Measured incidents whose every workload ran again")
+    detect_p50_s: float | None = Field(description="Fault to detection, median, over all incidents")
     detect_p99_s: float | None
-    recover_p50_s: float | None
+    recover_p50_s: float | None = Field(description="Detection to running again, median, recovered only")
     recover_p99_s: float | None
-    share_within_1m: float | None = Field(description="Recovered within 1 minute of detection / incidents")
-    share_within_3m: float | None = Field(description="Recovered within 3 minutes of detection / incidents")
+    share_within_1m: float | None = Field(
+        description="Measured incidents running again within 1 minute of detection / those judged at 1 min"
+    )
+    share_within_3m: float | None = Field(
+        description="Measured incidents running again within 3 minutes of detection / those judged at 3 min"
+    )
 
 
 def time_to_detect(incident: Incident) -> timedelta:
@@ -49,10 +63,10 @@ def time_to_detect(incident: Incident) -> timedelta:
 
 
 def time_to_recover(incident: Incident) -> timedelta | None:
-    """From detection to every workload running again; None while that has not happened."""
+    """From detection to every workload running again (never negative); None while that has not happened."""
     if incident.recovered_at is None:
         return None
-    return incident.recovered_at - incident.detected_at
+    return max(incident.recovered_at - incident.detected_at, timedelta(0))
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -65,41 +79,50 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[math.ceil(q / 100 * len(ordered)) - 1]
 
 
-def _share(recover_times: Sequence[timedelta | None], limit: timedelta, total: int) -> float | None:
-    # Unrecovered incidents stay in the denominator: an incident still open has not met the SLO.
-    if total == 0:
-        return None
-    return sum(1 for t in recover_times if t is not None and t <= limit) / total
+def _share(measured: Sequence[Incident], limit: timedelta, as_of: datetime | None) -> float | None:
+    """Recovered within limit / judged: recovered, or limit gone by since detection (always, as_of None)."""
+    hits = judged = 0
+    for incident in measured:
+        took = time_to_recover(incident)
+        if took is None and as_of is not None and as_of - incident.detected_at < limit:
+            continue  # still recovering and not late yet: neither a hit nor a miss
+        judged += 1
+        hits += took is not None and took <= limit
+    return hits / judged if judged else None
 
 
-def summarize(incidents: Iterable[Incident]) -> SloStats:
-    """SLO figures over the given incidents."""
+def summarize(incidents: Iterable[Incident], *, as_of: datetime | None = None) -> SloStats:
+    """SLO figures over the given incidents, judged as of ``as_of`` (None: every open one is late)."""
     chosen = list(incidents)
+    measured = [i for i in chosen if i.workload_ids]
     detect = [time_to_detect(i).total_seconds() for i in chosen]
-    recover_times = [time_to_recover(i) for i in chosen]
-    recovered = [t.total_seconds() for t in recover_times if t is not None]
+    recovered = [t.total_seconds() for i in measured if (t := time_to_recover(i)) is not None]
     return SloStats(
         incidents=len(chosen),
+        measured=len(measured),
         recovered=len(recovered),
         detect_p50_s=percentile(detect, 50),
         detect_p99_s=percentile(detect, 99),
         recover_p50_s=percentile(recovered, 50),
         recover_p99_s=percentile(recovered, 99),
-        share_within_1m=_share(recover_times, ONE_MINUTE, len(chosen)),
-        share_within_3m=_share(recover_times, THREE_MINUTES, len(chosen)),
+        share_within_1m=_share(measured, ONE_MINUTE, as_of),
+        share_within_3m=_share(measured, THREE_MINUTES, as_of),
     )
 
 
-def _grouped(incidents: Iterable[Incident], key: Callable[[Incident], K]) -> dict[K, SloStats]:
+def _grouped(
+    incidents: Iterable[Incident], key: Callable[[Incident], K], *, as_of: datetime | None = None
+) -> dict[K, SloStats]:
     groups: defaultdict[K, list[Incident]] = defaultdict(list)
     for incident in incidents:
         groups[key(incident)].append(incident)
-    return {k: summarize(group) for k, group in groups.items()}
+    ordered = sorted(groups.items(), key=lambda kv: str(kv[0]))
+    return {k: summarize(group, as_of=as_of) for k, group in ordered}
 
 
-def by_fault_type(incidents: Iterable[Incident]) -> Mapping[str, SloStats]:
-    """SLO figures per fault type key."""
-    return _grouped(incidents, lambda i: i.fault_type)
+def by_fault_type(incidents: Iterable[Incident], *, as_of: datetime | None = None) -> Mapping[str, SloStats]:
+    """SLO figures per fault class (the catalog's fault type key), judged as ``summarize`` judges."""
+    return _grouped(incidents, lambda i: i.fault_type, as_of=as_of)
 
 
 def by_period(

@@ -30,7 +30,11 @@ class Migration(BaseModel):
     workload_id: str
     phase: MigrationPhase = MigrationPhase.PENDING
     percent: int = Field(default=0, ge=0, le=100)
-    updated_at: AwareDatetime | None = None
+    updated_at: AwareDatetime | None = Field(default=None, description="When recovery heard of the last step")
+    ran_at: AwareDatetime | None = Field(
+        default=None,
+        description="When the host ran the workload on its new placement: the running step's own instant",
+    )
 
     @property
     def done(self) -> bool:
@@ -39,13 +43,19 @@ class Migration(BaseModel):
 
 
 def apply_progress(
-    migration: Migration, *, phase: MigrationPhase, percent: int, at: AwareDatetime
+    migration: Migration,
+    *,
+    phase: MigrationPhase,
+    percent: int,
+    at: AwareDatetime,
+    host_at: AwareDatetime | None = None,
 ) -> Migration | None:
     """The migration after a progress report, or None when the report is stale, duplicate or invalid.
 
     Reports arrive at least once and may be late, so only strictly forward ones count: the phase must not
     go back, the percent must not fall, and something must change. Skipping a phase forward is accepted
-    because the report for it may have been superseded. Reaching running means 100%.
+    because the report for it may have been superseded. Reaching running means 100%, and ``ran_at``
+    becomes the host's instant of the report (``host_at``; ``at``, when recovery heard of it, without one).
     """
     if migration.done or not 0 <= percent <= 100 or phase is MigrationPhase.PENDING:
         return None
@@ -55,4 +65,7 @@ def apply_progress(
         return None
     if phase is migration.phase and percent == migration.percent:
         return None
-    return migration.model_copy(update={"phase": phase, "percent": percent, "updated_at": at})
+    update: dict[str, object] = {"phase": phase, "percent": percent, "updated_at": at}
+    if phase is MigrationPhase.RUNNING:
+        update["ran_at"] = host_at or at
+    return migration.model_copy(update=update)

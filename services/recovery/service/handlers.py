@@ -245,9 +245,19 @@ async def _move_strays(
 async def on_migration_step(event: MigrationStepV1, ctx: Context) -> None:
     fx = _effects(ctx.deps, ctx.deps.clock())
     phase = MigrationPhase(event.phase)
+    # The host's instant (an older agent's envelope, written at the fact), as the scheduler and billing
+    # take it: the running step is the workload running again, whenever recovery gets round to it.
+    host_at = event.at or ctx.envelope.time
+    if host_at.tzinfo is None:
+        host_at = host_at.replace(tzinfo=UTC)  # the wire's times are UTC
     for incident in await ctx.uow.incidents.migrating_for(event.workload_id):
         moved = record_progress(
-            incident, workload_id=event.workload_id, phase=phase, percent=event.percent, at=fx.now
+            incident,
+            workload_id=event.workload_id,
+            phase=phase,
+            percent=event.percent,
+            at=fx.now,
+            host_at=host_at,
         )
         step = next((m for m in moved.incident.migrations if m.workload_id == event.workload_id), None)
         await apply(ctx.uow, moved, before=incident, fx=fx, progress=step)

@@ -30,9 +30,9 @@ from services.recovery.domain.incidents import (
 )
 from services.recovery.service.config import RecoveryConfig
 from services.recovery.service.effects import Effects, apply
-from services.recovery.service.unit_of_work import recovery_uow
+from services.recovery.service.unit_of_work import RecoveryUnitOfWork, recovery_uow
 
-__all__ = ["health_check", "samples_loop", "tick", "tick_loop"]
+__all__ = ["health_check", "samples_loop", "tick", "tick_in", "tick_loop"]
 
 log = logging.getLogger(__name__)
 
@@ -70,23 +70,30 @@ async def tick(runtime: ServiceRuntime, *, now: datetime, window: SampleWindow |
     does not pass leaves the incident verifying, looked at again every tick until its deadline.
     Returns how many incidents changed.
     """
-    s = _settings(runtime)
-    fx = Effects(settle=s.settle_timedelta, now=now)
-    done = 0
     async with recovery_uow(runtime) as uow:
-        store = uow.incidents
-        for incident in await store.due_settle(now=now):
-            if (await health_check(incident, window=window)).passed:
-                await apply(uow, record_health_check(incident, passed=True, at=now), before=incident, fx=fx)
-                done += 1
-        for incident in await store.due_deadline(detected_before=now - s.policy.deadline):
-            detail = ""
-            if incident.state is IncidentState.VERIFYING:
-                detail = (await health_check(incident, window=window)).detail
-            transition = check_deadline(incident, now=now, policy=s.policy, detail=detail)
-            await apply(uow, transition, before=incident, fx=fx)
-            done += not transition.ignored
+        done = await tick_in(uow, config=_settings(runtime), now=now, window=window)
         await uow.commit()
+    return done
+
+
+async def tick_in(
+    uow: RecoveryUnitOfWork, *, config: RecoveryConfig, now: datetime, window: SampleWindow | None = None
+) -> int:
+    """One tick's work (see ``tick``) inside an open unit of work, which the caller commits."""
+    fx = Effects(settle=config.settle_timedelta, now=now)
+    done = 0
+    store = uow.incidents
+    for incident in await store.due_settle(now=now):
+        if (await health_check(incident, window=window)).passed:
+            await apply(uow, record_health_check(incident, passed=True, at=now), before=incident, fx=fx)
+            done += 1
+    for incident in await store.due_deadline(detected_before=now - config.policy.deadline):
+        detail = ""
+        if incident.state is IncidentState.VERIFYING:
+            detail = (await health_check(incident, window=window)).detail
+        transition = check_deadline(incident, now=now, policy=config.policy, detail=detail)
+        await apply(uow, transition, before=incident, fx=fx)
+        done += not transition.ignored
     return done
 
 

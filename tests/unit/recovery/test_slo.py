@@ -38,6 +38,7 @@ def incident(
         fault_at=fault_at,
         detected_at=detected_at,
         last_seen=fault_at,
+        workload_ids=("w1",),
         recovered_at=None if recover_s is None else detected_at + timedelta(seconds=recover_s),
     )
 

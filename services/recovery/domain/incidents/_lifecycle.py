@@ -81,15 +81,24 @@ def _begin_migrations(incident: Incident, *, commands: tuple[Command, ...], at: 
 
 
 def record_progress(
-    incident: Incident, *, workload_id: str, phase: MigrationPhase, percent: int, at: AwareDatetime
+    incident: Incident,
+    *,
+    workload_id: str,
+    phase: MigrationPhase,
+    percent: int,
+    at: AwareDatetime,
+    host_at: AwareDatetime | None = None,
 ) -> Transition:
-    """A migration moved forward; once every workload runs again, verify or close the incident."""
+    """A migration moved forward; once every workload runs again, verify or close the incident.
+
+    at is when recovery heard of the step; host_at when the host says it happened (see recovered_at).
+    """
     if incident.state is not IncidentState.MIGRATING:
         return ignore(incident)
     migrations = list(incident.migrations)
     for i, migration in enumerate(migrations):
         if migration.workload_id == workload_id:
-            updated = apply_progress(migration, phase=phase, percent=percent, at=at)
+            updated = apply_progress(migration, phase=phase, percent=percent, at=at, host_at=host_at)
             if updated is None:
                 return ignore(incident)
             migrations[i] = updated
@@ -103,8 +112,12 @@ def record_progress(
 
 
 def _workloads_safe(incident: Incident, *, at: AwareDatetime) -> Transition:
-    """Every workload runs again: recovery for users is done; the GPU itself may still need work."""
-    incident = incident.model_copy(update={"recovered_at": at})
+    """Every workload runs again: recovery for users is done; the GPU itself may still need work.
+
+    recovered_at is the host's instant the last of them ran on its new placement (the running steps'
+    own times), not when recovery heard of it: the SLO runs from detection to that fact.
+    """
+    incident = incident.model_copy(update={"recovered_at": _recovered_instant(incident, default=at)})
     if incident.repeat_of is not None:
         # The same fault came back soon after a recovery: the GPU is not to be trusted a second time.
         return escalate(incident, reason=f"workloads moved; repeat of {incident.repeat_of}", at=at)
@@ -117,6 +130,11 @@ def _workloads_safe(incident: Incident, *, at: AwareDatetime) -> Transition:
         return move(incident, IncidentState.VERIFYING, at=at, commands=(RebootNode(node=incident.node),))
     assert incident.gpu is not None  # a GPU-scoped drain always has a GPU
     return move(incident, IncidentState.VERIFYING, at=at, commands=(ResetGpu(gpu=incident.gpu),))
+
+
+def _recovered_instant(incident: Incident, *, default: AwareDatetime) -> AwareDatetime:
+    """When the last of the incident's workloads ran again, by the hosts' reports; default without any."""
+    return max((m.ran_at for m in incident.migrations if m.ran_at is not None), default=default)
 
 
 def verifying_since(incident: Incident) -> AwareDatetime | None:
