@@ -79,3 +79,28 @@ async def test_leading_gives_the_lock_back_on_leaving_and_a_stop_ends_the_wait(i
     finally:
         await first.close()
         await second.close()
+
+
+async def _lead_on_a_pool_connection_until_confirm_fails(pool: asyncpg.Pool[Any]) -> None:
+    stop = asyncio.Event()
+    key, wait = f"test.leadership.{uuid.uuid4()}", lambda: sleep_or_stop(stop, 0.05)
+    # A check timeout no round trip meets: confirm finds the session unanswering and terminates it.
+    async with (
+        pool.acquire() as conn,
+        lead(conn, key=key, stop=stop, wait=wait, check_timeout_s=1e-6) as lease,
+    ):
+        assert lease is not None
+        await lease.confirm()
+
+
+async def test_a_lease_on_a_pool_connection_that_confirm_terminated_leaves_with_leadership_lost(
+    isolation: Isolation,
+) -> None:
+    pool = await asyncpg.create_pool(isolation.infra.database_url, min_size=1, max_size=1)
+    try:
+        # Before: the terminated connection went back to the pool, and leaving asked its proxy is_closed(),
+        # which raised InterfaceError over the LeadershipLost.
+        with pytest.raises(LeadershipLost, match="gone"):
+            await _lead_on_a_pool_connection_until_confirm_fails(pool)
+    finally:
+        await pool.close()

@@ -51,8 +51,15 @@ class Lease:
 
     @property
     def open(self) -> bool:
-        """False once the lock's connection is known to be closed (then the lock is gone)."""
-        return not self.conn.is_closed()
+        """False once the lock's connection is known to be closed (then the lock is gone).
+
+        A pool's connection that ``confirm`` terminated went back to its pool at once, and asking its proxy
+        anything raises ``InterfaceError``: that connection is closed too.
+        """
+        try:
+            return not self.conn.is_closed()
+        except asyncpg.InterfaceError:
+            return False
 
     async def confirm(self) -> None:
         """Raise ``LeadershipLost`` unless the lock's session still answers within the check timeout."""
