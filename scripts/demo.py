@@ -332,9 +332,10 @@ def pager(tour: Tour, key: dict[str, str], gpu: str) -> None:
         "telemetry",
         "/v1/admin/sim/faults",
         tour.admin,
-        json={"gpu_uuid": gpu, "fault": "memory_leak"},
+        # A fast leak (the default creeps at 1.25%/min, as real ones do): a page within the tour's wait.
+        json={"gpu_uuid": gpu, "fault": "memory_leak", "leak_pct_per_min": 30},
     )
-    show("injected", f"a memory leak on {gpu}; the rule fires after 10 s above 90%")
+    show("injected", f"a fast memory leak on {gpu}; the rule fires after 10 s above 90%")
     page = wait(
         lambda: next((r for r in Receiver.received if RULE.encode() in r["body"]), None),
         timeout=180,

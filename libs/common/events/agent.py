@@ -51,6 +51,9 @@ class NodeDiscoveredV1(Event):
         return self.node
 
 
+ExitReason = Literal["succeeded", "failed", "oom_killed", "time_limit", "cancelled", "preempted"]
+
+
 class _AgentWorkloadEvent(Event):
     workload_id: str = Field(description="Workload id.")
     tenant_id: str = Field(description="Owning tenant.")
@@ -70,6 +73,9 @@ class WorkloadStartedV1(_AgentWorkloadEvent):
     """The host started the workload."""
 
     type: Literal["agent.workload.started.v1"] = "agent.workload.started.v1"
+    pid: int | None = Field(default=None, description="Process id on the host (process runner).")
+    container_id: str | None = Field(default=None, description="Container id (container runners).")
+    runner: str | None = Field(default=None, description="simulated, process or podman; None before it.")
 
 
 class WorkloadExitedV1(_AgentWorkloadEvent):
@@ -78,6 +84,13 @@ class WorkloadExitedV1(_AgentWorkloadEvent):
     type: Literal["agent.workload.exited.v1"] = "agent.workload.exited.v1"
     outcome: Literal["completed", "failed"] = Field(description="How it ended.")
     reason: str = Field(default="", description="Exit detail.")
+    exit_reason: ExitReason | None = Field(
+        default=None,
+        description="Why it ended, from the host: succeeded, failed, oom_killed, time_limit, cancelled or "
+        "preempted. None from an agent or runner before this field (outcome and reason say it then).",
+    )
+    exit_code: int | None = Field(default=None, description="The process's exit status, if it exited.")
+    signal: int | None = Field(default=None, description="The signal that ended it, if one did.")
 
 
 class MigrationStepV1(_AgentWorkloadEvent):
@@ -102,6 +115,11 @@ class SimFaultRequestedV1(Event):
     gpu_uuid: str = Field(description="GPU to break.")
     fault: SimFault = Field(description="What to inject.")
     xid: int | None = Field(default=None, description="XID code when fault is xid (default 79).")
+    leak_pct_per_min: float | None = Field(
+        default=None,
+        description="When fault is memory_leak: growth in % of the card's memory per simulated minute "
+        "(None: the simulator's default creep, 90% to 100% in 8 minutes).",
+    )
 
     def subject(self) -> str:
         return self.gpu_uuid

@@ -27,6 +27,38 @@ class AllocationItem(BaseModel):
     units: Decimal = Field(description="Compute units held on this GPU.")
     model: str = Field(description="GPU model, for pricing.")
     profile: str | None = Field(default=None, description="MIG profile, for pricing.")
+    memory_bytes: int | None = Field(
+        default=None,
+        description="Memory this item gives the workload: the whole GPU's, the MIG instance's, or a "
+        "time-sliced share's GPU memory / ratio. None from a scheduler before this field.",
+    )
+    memory_isolated: bool | None = Field(
+        default=None,
+        description="False for a time-sliced share: without MPS nothing fences its memory off from the "
+        "GPU's other shares, so memory_bytes is its fair part, not a limit. None as for memory_bytes.",
+    )
+
+
+class RunSpec(BaseModel):
+    """What a workload runs on its host: image, command, environment and limits (docs/executors.md).
+
+    ``command`` + ``args`` is the argv (Kubernetes' split: an image's entrypoint may be overridden by
+    ``command`` alone); the process runner needs a command, a container runner falls back to the
+    image's own entrypoint. Limits are enforced where the host allows (cgroups); ``grace_s`` is the
+    wait between SIGTERM and SIGKILL on cancel and preemption.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    image: str | None = Field(default=None, description="OCI image reference, resolved from the catalog.")
+    command: list[str] = Field(default_factory=list, description="Executable and its first arguments.")
+    args: list[str] = Field(default_factory=list, description="Further arguments after command.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    working_dir: str | None = Field(default=None, description="Absolute working directory.")
+    cpu_millis: int | None = Field(default=None, description="CPU limit in millicores (1000 = one core).")
+    memory_bytes: int | None = Field(default=None, description="Host memory limit.")
+    time_limit_s: float | None = Field(default=None, description="Killed with time_limit after this.")
+    grace_s: float = Field(default=30.0, description="SIGTERM to SIGKILL wait on cancel or preemption.")
 
 
 class _WorkloadEvent(Event):
@@ -71,6 +103,11 @@ class WorkloadPlacedV1(_WorkloadEvent):
     tags: dict[str, str] = Field(default_factory=dict, description="Tags for cost allocation.")
     duration_s: float | None = Field(default=None, description="Expected run time of a job, if known.")
     priority: float = Field(default=0.0, description="Priority it was placed with.")
+    run: RunSpec | None = Field(
+        default=None,
+        description="What runs (image, command, env, limits); None: nothing to execute "
+        "beyond the simulator's play (a scheduler before this field, or a spec without one).",
+    )
 
 
 class WorkloadRunningV1(_WorkloadEvent):

@@ -50,9 +50,12 @@ SELECT_PARTITIONS = (
     "SELECT p.* FROM partitions p JOIN gpus g ON g.uuid = p.gpu_uuid JOIN nodes n ON n.hostname = g.node "
     "{where} ORDER BY p.gpu_uuid, p.start NULLS LAST, p.share NULLS LAST LIMIT {limit} OFFSET {offset}"
 )
+# memory_isolated as the core's capacity.allocation_memory says: a share of a time-sliced GPU is not.
 SELECT_ALLOCATIONS_OF_GPU = (
-    "SELECT * FROM allocations WHERE gpu_uuid = $1 AND NOT released AND ($2::text IS NULL OR tenant_id = $2) "
-    "ORDER BY allocation_id"
+    "SELECT a.*, NOT (a.partition_id IS NOT NULL AND coalesce(g.ts_ratio, 1) > 1) AS memory_isolated "
+    "FROM allocations a JOIN gpus g ON g.uuid = a.gpu_uuid "
+    "WHERE a.gpu_uuid = $1 AND NOT a.released AND ($2::text IS NULL OR a.tenant_id = $2) "
+    "ORDER BY a.allocation_id"
 )
 SELECT_HEALTH_OF_GPU = "SELECT * FROM health_history WHERE gpu_uuid = $1 ORDER BY at DESC, id DESC LIMIT 20"
 # Per-GPU figures, mirroring services.inventory.domain.capacity.gpu_figures.

@@ -65,8 +65,12 @@ SELECT_LIVE_ALLOCATIONS = (
     "SELECT allocation_id, workload_id, gpu_uuid, partition_id, units FROM allocations "
     "WHERE gpu_uuid = $1 AND NOT released ORDER BY allocation_id"
 )
+# What services.inventory.domain.capacity.allocation_memory says: a partition's own memory, a share of a
+# time-sliced GPU (named by the scheduler's slot id) the GPU's / ratio, else the whole GPU.
 SELECT_MEMORY_OF = (
-    "SELECT g.memory_mib AS gpu_memory, p.memory_mib AS partition_memory FROM gpus g "
+    "SELECT CASE WHEN p.id IS NOT NULL THEN p.memory_mib "
+    "WHEN $2 <> '' AND coalesce(g.ts_ratio, 1) > 1 THEN g.memory_mib / g.ts_ratio "
+    "ELSE g.memory_mib END AS memory_mib FROM gpus g "
     "LEFT JOIN partitions p ON p.gpu_uuid = g.uuid AND p.id = $2 WHERE g.uuid = $1"
 )
 PLACEMENT_RELEASED = "SELECT 1 FROM released_placements WHERE placement_id = $1"
@@ -239,10 +243,7 @@ class Store:
 
     async def add_allocation(self, *, row: AllocationRow, at: datetime) -> bool:
         """Record an allocation once; False when its id was already in the ledger."""
-        memory = await self._conn.fetchrow(SELECT_MEMORY_OF, row.gpu_uuid, row.partition_id or "")
-        memory_mib = 0
-        if memory is not None:
-            memory_mib = memory["partition_memory"] or memory["gpu_memory"]
+        memory_mib = await self._conn.fetchval(SELECT_MEMORY_OF, row.gpu_uuid, row.partition_id or "") or 0
         inserted = await self._conn.fetchval(
             INSERT_ALLOCATION,
             row.allocation_id,

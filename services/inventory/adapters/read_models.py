@@ -84,7 +84,14 @@ class AllocationOut(BaseModel):
     tenant_id: str
     partition_id: str | None
     units: Decimal
-    memory_mib: int
+    memory_mib: int = Field(
+        description="Memory it holds: the whole GPU's, the MIG instance's, or a time-sliced share's "
+        "GPU memory / ratio."
+    )
+    memory_isolated: bool = Field(
+        description="False for a time-sliced share: without MPS nothing fences its memory off from the "
+        "GPU's other shares, so memory_mib is its fair part, not a limit."
+    )
     created_at: datetime
 
 

@@ -16,13 +16,14 @@ from pydantic import BaseModel, ConfigDict
 
 from services.inventory.domain.errors import AllocationConflictError
 from services.inventory.domain.health import gpu_offers_capacity, node_offers_capacity
-from services.inventory.domain.records import Allocation, Gpu, Node, NodeInventory
+from services.inventory.domain.records import Allocation, Gpu, Node, NodeInventory, PartitionKind
 
 __all__ = [
     "CapacityFigures",
     "CapacitySummary",
     "Ledger",
     "LedgerUpdate",
+    "allocation_memory",
     "apply_allocation",
     "apply_release",
     "capacity_summary",
@@ -112,9 +113,25 @@ class CapacitySummary:
     by_gpu: dict[str, CapacityFigures] = field(default_factory=dict)
 
 
+def allocation_memory(gpu: Gpu, partition_id: str | None) -> tuple[int, bool]:
+    """Memory (MiB) an allocation holds, and whether it is isolated from the GPU's other holders.
+
+    One of the GPU's partitions: its memory (a MIG instance, isolated). A share of a time-sliced GPU
+    (the scheduler names it by its own slot id): the GPU's memory / ratio, not isolated, since
+    time-slicing (without MPS) fences nothing. Otherwise the whole GPU. The allocation ledger's SQL
+    (adapters/node_store.py, SELECT_MEMORY_OF) says the same.
+    """
+    ratio = gpu.time_slice.ratio if gpu.time_slice else 1
+    part = next((p for p in gpu.partitions if p.id == partition_id), None)
+    if part is not None:
+        return part.memory_mib, part.kind is not PartitionKind.TIME_SLICE
+    if partition_id is not None and ratio > 1:
+        return gpu.memory_mib // ratio, False
+    return gpu.memory_mib, True
+
+
 def _allocated_memory(gpu: Gpu, allocations: tuple[Allocation, ...]) -> int:
-    by_id = {p.id: p.memory_mib for p in gpu.partitions}
-    used = sum(by_id.get(a.partition_id or "", gpu.memory_mib) for a in allocations)
+    used = sum(allocation_memory(gpu, a.partition_id)[0] for a in allocations)
     return min(used, gpu.memory_mib)
 
 

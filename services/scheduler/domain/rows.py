@@ -26,7 +26,9 @@ _GIB = 1024**3
 def gpu_view(gpu: StoredGpu, *, avoid: frozenset[str] = frozenset()) -> GpuView:
     """A GPU as the placement core sees it; GPUs to avoid count as unhealthy."""
     parts = tuple(
-        MigPartition(p["partition_id"], p["profile"], float(p["units"]))
+        MigPartition(
+            p["partition_id"], p["profile"], float(p["units"]), _bytes_or_none(p.get("memory_bytes"))
+        )
         for p in gpu.partitions
         if p.get("kind") == "mig" and p.get("profile")
     )
@@ -40,7 +42,12 @@ def gpu_view(gpu: StoredGpu, *, avoid: frozenset[str] = frozenset()) -> GpuView:
         labels=dict(gpu.labels),
         partitions=parts,
         timeslice_ratio=max(int(gpu.time_slice_ratio), 1),
+        memory_bytes=int(gpu.memory_bytes),
     )
+
+
+def _bytes_or_none(value: Any) -> int | None:
+    return int(value) if value else None
 
 
 def grant_of(raw: Mapping[str, Any]) -> Grant:

@@ -20,7 +20,7 @@ from libs.common.events.scheduler import (
 )
 from services.scheduler.adapters.postgres import PostgresError
 from services.scheduler.adapters.workload_store import WorkloadStore
-from services.scheduler.domain.cluster import GpuView, Grant, SlotKind
+from services.scheduler.domain.cluster import GpuView, Grant, SlotKind, slot_memory
 from services.scheduler.domain.decisions import Placement
 from services.scheduler.domain.model import Workload, WorkloadState
 from services.scheduler.domain.preemption import PreemptionProposal
@@ -30,20 +30,30 @@ from services.scheduler.service.context import SchedulerContext
 from services.scheduler.service.trace import workload_trace
 from services.scheduler.service.unit_of_work import SchedulerUnitOfWork
 
-__all__ = ["commit_placement", "commit_placements", "commit_preemption", "expire_preemption"]
+__all__ = [
+    "allocation_item",
+    "commit_placement",
+    "commit_placements",
+    "commit_preemption",
+    "expire_preemption",
+]
 
 log = logging.getLogger(__name__)
 
 
-def _item(grant: Grant, gpus: dict[str, GpuView]) -> AllocationItem:
+def allocation_item(grant: Grant, gpus: Mapping[str, GpuView]) -> AllocationItem:
+    """One item of a placed event: the slot, its units and the memory it gives (a share: its part)."""
     gpu = gpus[grant.gpu]
     profile = next((p.profile for p in gpu.partitions if p.id == grant.slot), None)
+    memory = slot_memory(gpu, grant)
     return AllocationItem(
         gpu_uuid=grant.gpu,
         partition_id=grant.slot or None,
         units=Decimal(str(grant.units)),
         model=gpu.model,
         profile=profile if grant.kind is SlotKind.MIG else None,
+        memory_bytes=memory.bytes,
+        memory_isolated=memory.isolated,
     )
 
 
@@ -77,7 +87,7 @@ def _placed_event(p: Placement, w: Workload, *, pid: str, gpus: dict[str, GpuVie
         tenant_id=w.tenant,
         placement_id=pid,
         node=p.nodes[0],
-        allocations=[_item(g, gpus) for g in p.grants],
+        allocations=[allocation_item(g, gpus) for g in p.grants],
         kind=w.kind.value,
         profile="training" if w.kind.value == "job" else "interactive",
         pricing_class="spot" if w.preemptible else "on_demand",

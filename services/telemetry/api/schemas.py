@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validat
 
 from libs.common.events.agent import SimFault, SimProfile
 from libs.common.events.telemetry import GpuMetrics
-from services.telemetry.adapters.sim import SIMULATED_XIDS
+from services.telemetry.adapters.sim import DEFAULT_LEAK_PCT_PER_MIN, SIMULATED_XIDS
 from services.telemetry.domain.hints import Hint
 
 __all__ = [
@@ -77,6 +77,13 @@ class FaultRequest(BaseModel):
     xid: int | None = Field(
         default=None, description=f"With fault=xid: one of {SIMULATED_XIDS} (default 79)."
     )
+    leak_pct_per_min: float | None = Field(
+        default=None,
+        gt=0,
+        le=100,
+        description="With fault=memory_leak: how fast the leak grows, in % of the card's memory per "
+        f"simulated minute (default {DEFAULT_LEAK_PCT_PER_MIN}: 90% to the OOM at 100% in 8 minutes).",
+    )
 
     @model_validator(mode="after")
     def _xid_fits(self) -> FaultRequest:
@@ -84,6 +91,8 @@ class FaultRequest(BaseModel):
             raise ValueError("xid is only for fault 'xid'")
         if self.xid is not None and self.xid not in SIMULATED_XIDS:
             raise ValueError(f"xid must be one of {SIMULATED_XIDS}")
+        if self.leak_pct_per_min is not None and self.fault != "memory_leak":
+            raise ValueError("leak_pct_per_min is only for fault 'memory_leak'")
         return self
 
 

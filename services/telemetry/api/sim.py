@@ -29,7 +29,11 @@ async def inject_fault(body: FaultRequest, request: Request, _: Admin) -> Comman
     if not await live.some([body.gpu_uuid]):
         raise NotFound(f"no agent has reported GPU {body.gpu_uuid!r}", field="gpu_uuid")
     command = SimFaultRequestedV1(
-        command_id=str(uuid.uuid4()), gpu_uuid=body.gpu_uuid, fault=body.fault, xid=body.xid
+        command_id=str(uuid.uuid4()),
+        gpu_uuid=body.gpu_uuid,
+        fault=body.fault,
+        xid=body.xid,
+        leak_pct_per_min=body.leak_pct_per_min,
     )
     async with runtime.uow() as uow:
         event_id = await uow.emit(command)

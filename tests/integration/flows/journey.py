@@ -285,7 +285,10 @@ class Journey:
 
         await eventually(plateau, timeout=90, interval=0.5, what="the leaky job's memory at its working set")
         injected = await s.telemetry.post(
-            "/v1/admin/sim/faults", json={"gpu_uuid": gpu, "fault": "memory_leak"}, headers=ADMIN_HEADERS
+            "/v1/admin/sim/faults",
+            # Thirty times the default creep: above 90% within seconds, so the 2 s rule pages, then the OOM.
+            json={"gpu_uuid": gpu, "fault": "memory_leak", "leak_pct_per_min": 30},
+            headers=ADMIN_HEADERS,
         )
         assert injected.status_code == 202, injected.text
         await eventually(

@@ -91,6 +91,17 @@ async def _sql_matches_core(app: Any, body: dict[str, Any]) -> None:
     assert Decimal(body["by_node"][A100]["total_units"]) == core.by_node[A100].total_units
 
 
+async def _a_share_holds_its_part_of_the_memory(
+    client: httpx.AsyncClient, *, whole: str, sliced: str
+) -> None:
+    """A 1:8 share's allocation holds an eighth of the card, not isolated; a whole GPU's all of it."""
+    for gpu, part, isolated in ((sliced, 8, False), (whole, 1, True)):
+        detail = (await client.get(f"/v1/gpus/{gpu}", headers=ADMIN_HEADERS)).json()
+        [held] = detail["allocations"]
+        assert (held["memory_mib"], held["memory_isolated"]) == (detail["memory_mib"] // part, isolated)
+        assert detail["capacity"]["allocated_memory_mib"] == detail["memory_mib"] // part
+
+
 async def test_fleet_file_mig_drain_and_allocations_flow_through_events_exactly_once(
     isolation: Isolation,
 ) -> None:
@@ -118,18 +129,24 @@ async def test_fleet_file_mig_drain_and_allocations_flow_through_events_exactly_
         assert allocated(before) == 0
 
         small = next(p for p in mig["partitions"] if p["profile"] == "1g.10gb")
-        whole = gpu_uuid(hostname=A100, index=2)
+        whole, sliced = gpu_uuid(hostname=A100, index=2), gpu_uuid(hostname=A100, index=4)
+        eighths = {"ratio": 8, "workload_kind": "inference"}
+        response = await client.put(
+            f"/v1/admin/gpus/{sliced}/time-slicing", json=eighths, headers=ADMIN_HEADERS
+        )
+        assert response.status_code == 200, response.text
         first = placed(
             workload="w1",
             placement="p1",
-            items=[(whole, None, "8"), (mig["uuid"], small["id"], small["units"])],
+            # The scheduler names a share by its own slot id, not by inventory's partition id.
+            items=[(whole, None, "8"), (mig["uuid"], small["id"], small["units"]), (sliced, "share:3", "1")],
         )
         envelope = env(first)
         await publish(isolation, [envelope, envelope, env(first)], topic=topics.SCHEDULER)
         # Same workload key, so this arrives after the replays: once it shows, they were processed.
         marker = placed(workload="w1", placement="p2", items=[(gpu_uuid(hostname=A100, index=3), None, "1")])
         await publish(isolation, [env(marker)], topic=topics.SCHEDULER)
-        expected = Decimal(8) + Decimal(small["units"]) + 1
+        expected = Decimal(8) + Decimal(small["units"]) + 1 + 1
 
         async def settled() -> dict[str, Any] | None:
             body = await capacity(client)
@@ -137,8 +154,9 @@ async def test_fleet_file_mig_drain_and_allocations_flow_through_events_exactly_
 
         body = await eventually(settled, what="allocations applied", timeout=30)
         assert allocated(body) == expected
-        assert body["by_node"][A100]["in_use_gpus"] == 3
+        assert body["by_node"][A100]["in_use_gpus"] == 4
         await _sql_matches_core(app, body)
+        await _a_share_holds_its_part_of_the_memory(client, whole=whole, sliced=sliced)
 
         busy = await client.put(
             f"/v1/admin/gpus/{mig['uuid']}/mig", json={"profiles": []}, headers=ADMIN_HEADERS

@@ -117,6 +117,19 @@ async def test_bad_simulator_and_history_requests_get_field_errors(
             "/v1/admin/sim/faults", headers=ADMIN_HEADERS, json={"gpu_uuid": gpu, "fault": "melt"}
         )
         assert bad_kind.json()["error"]["field"] == "fault"
+        bad_leak = await client.post(
+            "/v1/admin/sim/faults",
+            headers=ADMIN_HEADERS,
+            json={"gpu_uuid": gpu, "fault": "memory_leak", "leak_pct_per_min": 0},
+        )
+        assert (bad_leak.status_code, bad_leak.json()["error"]["field"]) == (422, "leak_pct_per_min")
+        leak_on_xid = await client.post(
+            "/v1/admin/sim/faults",
+            headers=ADMIN_HEADERS,
+            json={"gpu_uuid": gpu, "fault": "xid", "leak_pct_per_min": 5},
+        )
+        assert leak_on_xid.status_code == 422
+        assert "leak_pct_per_min is only for fault 'memory_leak'" in leak_on_xid.json()["error"]["message"]
         unknown = await client.post(
             "/v1/admin/sim/faults", headers=ADMIN_HEADERS, json={"gpu_uuid": "GPU-nope", "fault": "ecc_burst"}
         )

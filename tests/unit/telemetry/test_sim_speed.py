@@ -43,6 +43,6 @@ def test_a_memory_leak_fills_a_faster_fleets_gpu_sooner() -> None:
     slow, fast = SimFleet(spec=H100, start=T0), SimFleet(spec=H100, start=T0, speed=5)
     for fleet in (slow, fast):
         fleet.assign_workload(gpu_uuid=GPU0, workload_id="w", kind=ProfileKind.INFERENCE, started_at=T0)
-        fleet.inject_fault(gpu_uuid=GPU0, fault=FaultKind.MEMORY_LEAK, now=T0)
+        fleet.inject_fault(gpu_uuid=GPU0, fault=FaultKind.MEMORY_LEAK, now=T0, leak_pct_per_min=30)
         _tick(fleet, start_s=0, end_s=20)
     assert fast.gpu(GPU0).fb_used > 1.5 * slow.gpu(GPU0).fb_used

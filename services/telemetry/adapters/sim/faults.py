@@ -8,6 +8,7 @@ from enum import StrEnum
 from services.telemetry.adapters.sim.gpu import SimGpu
 
 __all__ = [
+    "DEFAULT_LEAK_PCT_PER_MIN",
     "SIMULATED_XIDS",
     "WORKLOAD_FATAL_XIDS",
     "FaultKind",
@@ -20,7 +21,10 @@ SIMULATED_XIDS = (13, 31, 43, 48, 63, 64, 74, 79, 94, 95, 119)
 # XIDs after which the processes on that GPU are gone (application fault, reset channel, uncorrectable ECC,
 # GPU lost, GSP timeout). 63/64/74 are recorded but the job survives.
 WORKLOAD_FATAL_XIDS = frozenset({13, 31, 43, 48, 79, 94, 95, 119})
-LEAK_FRACTION_PER_S = 0.005  # a leak that fills an 80 GiB card's headroom in about a minute
+#: How fast an injected leak grows unless the request says, in % of the card's memory per simulated
+#: minute: a leak creeps, so from 90% to the OOM at 100% takes 8 minutes and the shipped "memory above
+#: 90% for 5 minutes" rule (GpuMemoryHigh) pages before the job dies.
+DEFAULT_LEAK_PCT_PER_MIN = 1.25
 RUNAWAY_COOLING = 0.35  # fans or coolant failing: three times the rise at the same power
 POWER_CAP_FRACTION = 0.5
 
@@ -37,8 +41,13 @@ class FaultKind(StrEnum):
     FALL_OFF_BUS = "fall_off_bus"
 
 
-def apply_fault(gpu: SimGpu, *, fault: FaultKind, xid: int | None = None) -> None:
-    """Change the GPU's state as the fault would; raised XIDs go to gpu.raised_xids."""
+def apply_fault(
+    gpu: SimGpu, *, fault: FaultKind, xid: int | None = None, leak_pct_per_min: float | None = None
+) -> None:
+    """Change the GPU's state as the fault would; raised XIDs go to gpu.raised_xids.
+
+    ``leak_pct_per_min``: a memory leak's growth (default DEFAULT_LEAK_PCT_PER_MIN); other faults ignore it.
+    """
     if fault is FaultKind.XID:
         _apply_xid(gpu, xid=79 if xid is None else xid)
     elif fault is FaultKind.ECC_BURST:
@@ -52,7 +61,8 @@ def apply_fault(gpu: SimGpu, *, fault: FaultKind, xid: int | None = None) -> Non
     elif fault is FaultKind.PCIE_SATURATION:
         gpu.pcie_saturated = True
     elif fault is FaultKind.MEMORY_LEAK:
-        gpu.leak_bytes_per_s = LEAK_FRACTION_PER_S * gpu.spec.memory_bytes
+        pct = DEFAULT_LEAK_PCT_PER_MIN if leak_pct_per_min is None else leak_pct_per_min
+        gpu.leak_bytes_per_s = pct / 100.0 / 60.0 * gpu.spec.memory_bytes
     elif fault is FaultKind.FALL_OFF_BUS:
         _apply_xid(gpu, xid=79)
 

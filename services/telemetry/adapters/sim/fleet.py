@@ -120,10 +120,21 @@ class SimFleet:
         events, self._xids[hostname] = self._xids[hostname], []
         return events
 
-    def inject_fault(self, *, gpu_uuid: str, fault: FaultKind, now: datetime, xid: int | None = None) -> None:
-        """Inject a fault now; XIDs it raises are queued and kill workloads where they would."""
+    def inject_fault(
+        self,
+        *,
+        gpu_uuid: str,
+        fault: FaultKind,
+        now: datetime,
+        xid: int | None = None,
+        leak_pct_per_min: float | None = None,
+    ) -> None:
+        """Inject a fault now; XIDs it raises are queued and kill workloads where they would.
+
+        ``leak_pct_per_min``: a memory leak's growth in simulated time (None: the default creep).
+        """
         gpu = self.gpu(gpu_uuid)
-        faults.apply_fault(gpu, fault=fault, xid=xid)
+        faults.apply_fault(gpu, fault=fault, xid=xid, leak_pct_per_min=leak_pct_per_min)
         self._settle(gpu, now=now)
 
     def node_of(self, gpu_uuid: str) -> str:

@@ -233,7 +233,11 @@ class NodeAgent:
             return
         with contextlib.suppress(UnknownGpu):  # another agent's GPU
             fleet.inject_fault(
-                gpu_uuid=event.gpu_uuid, fault=FaultKind(event.fault), now=self._clock(), xid=event.xid
+                gpu_uuid=event.gpu_uuid,
+                fault=FaultKind(event.fault),
+                now=self._clock(),
+                xid=event.xid,
+                leak_pct_per_min=event.leak_pct_per_min,
             )
             log.info("injected %s (xid %s) on %s", event.fault, event.xid, event.gpu_uuid)
 
