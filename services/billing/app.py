@@ -19,15 +19,18 @@ __all__ = ["create_app"]
 def create_app(settings: BillingSettings | None = None) -> FastAPI:
     """Build the billing app; nothing connects until the app's lifespan starts."""
     settings = settings or BillingSettings()
-    deps = BillingDeps(metering=metering_config(settings), idle=settings.idle_policy)
+    deps = BillingDeps(metering=metering_config(settings), idle=settings.idle_policy, sla=settings.sla_policy)
     runtime = ServiceRuntime(
         settings=settings,
         migrations=service_migrations("billing"),
         # The node agent's topic too: the hosts' own running and exit facts, which reconciliation checks
-        # the ledger against, read without the scheduler in between.
+        # the ledger against, read without the scheduler in between; and recovery's, whose incidents turn
+        # the time a platform fault cost into SLA credits.
         consumers=[
             ConsumerSpec(
-                "main", (topics.SCHEDULER, topics.NODE_AGENT, topics.TELEMETRY_SAMPLES), handlers(deps)
+                "main",
+                (topics.SCHEDULER, topics.NODE_AGENT, topics.TELEMETRY_SAMPLES, topics.RECOVERY),
+                handlers(deps),
             )
         ],
         background=background_tasks(settings),

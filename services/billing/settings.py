@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from libs.common.settings import BaseServiceSettings
 from services.billing.domain.idle import IdlePolicy
+from services.billing.domain.sla import DEFAULT_POLICY, MAX_CREDIT_RATE, FaultClass, SlaPolicy
 
 __all__ = ["BillingSettings"]
 
@@ -39,11 +41,35 @@ class BillingSettings(BaseServiceSettings):
     export_dir: str | None = Field(default=None, description="Daily exports go here; unset disables them.")
     export_check_interval_s: float = Field(default=3600.0, gt=0, description="Daily-export loop period.")
     spot_window_days: int = Field(default=30, ge=1, le=366, description="History window of spot advice.")
+    sla_fault_classes: list[FaultClass] = Field(
+        default=sorted(DEFAULT_POLICY.fault_classes),
+        description="Default SLA policy: the fault classes (recovery catalog owners) that are credited.",
+    )
+    sla_credit_rate: Decimal = Field(
+        default=DEFAULT_POLICY.credit_rate,
+        ge=0,
+        le=MAX_CREDIT_RATE,
+        description="Default SLA policy: fraction of the lost time's charge credited (1 = all of it).",
+    )
+    sla_monthly_cap_micro: int = Field(
+        default=DEFAULT_POLICY.monthly_cap_micro,
+        ge=0,
+        description="Default SLA policy: most micro-units credited to a tenant per calendar month.",
+    )
 
     @property
     def rating_interval(self) -> timedelta:
         """The charge-line grid."""
         return timedelta(seconds=self.rating_interval_s)
+
+    @property
+    def sla_policy(self) -> SlaPolicy:
+        """The SLA policy of a tenant without its own."""
+        return SlaPolicy(
+            fault_classes=frozenset(self.sla_fault_classes),
+            credit_rate=self.sla_credit_rate,
+            monthly_cap_micro=self.sla_monthly_cap_micro,
+        )
 
     @property
     def idle_policy(self) -> IdlePolicy:

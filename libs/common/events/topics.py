@@ -54,7 +54,7 @@ TOPIC_ROLES: dict[str, tuple[str, str, str]] = {
     TELEMETRY_FAULTS: ("telemetry node agent, telemetry", "alerting, recovery", "GPU uuid or node"),
     ALERTING: ("alerting", "recovery", "alert fingerprint"),
     BILLING: ("billing", "scheduler, alerting", "tenant/project, workload or tenant"),
-    RECOVERY: ("recovery", "inventory, scheduler, alerting", "incident id"),
+    RECOVERY: ("recovery", "inventory, scheduler, alerting, billing", "incident id"),
 }
 
 

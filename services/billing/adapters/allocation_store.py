@@ -25,9 +25,12 @@ INSERT_ALLOCATION = (
     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, false) "
     "ON CONFLICT (allocation_id) DO NOTHING RETURNING 1"
 )
-#: Charging starts when the host runs the placement: from then on, once.
+#: Charging starts when the host runs the placement: from then on, once; the running event that said so
+#: is kept (it opens the billed interval of every charge line).
 START_PLACEMENT = (
-    "UPDATE allocations SET running = true, started_at = $2, rated_until = $2 "
+    "UPDATE allocations SET running = true, started_at = $2, rated_until = $2, running_event_id = "
+    "(SELECT event_id FROM lifecycle_facts WHERE placement_id = $1 AND kind = 'running' "
+    "ORDER BY at, fact_id LIMIT 1) "
     "WHERE placement_id = $1 AND status = 'open' AND NOT running RETURNING allocation_id"
 )
 LOCK_WORKLOAD_OPEN = (
@@ -40,8 +43,8 @@ LOCK_DUE = (
 )
 SET_RATED = "UPDATE allocations SET rated_until = $2 WHERE allocation_id = $1"
 CLOSE_ALLOCATION = (
-    "UPDATE allocations SET status = 'closed', ended_at = $2, end_reason = $3, rated_until = $4 "
-    "WHERE allocation_id = $1"
+    "UPDATE allocations SET status = 'closed', ended_at = $2, end_reason = $3, rated_until = $4, "
+    "ended_event_id = $5 WHERE allocation_id = $1"
 )
 SELECT_ALLOCATIONS = "SELECT * FROM allocations ORDER BY allocation_id"
 INSERT_FACT = (
@@ -49,14 +52,14 @@ INSERT_FACT = (
     "ON CONFLICT DO NOTHING"
 )
 FIRST_END_FACT = (
-    "SELECT at, end_reason FROM lifecycle_facts "
-    "WHERE placement_id = $1 AND kind = 'ended' ORDER BY at LIMIT 1"
+    "SELECT at, end_reason, event_id FROM lifecycle_facts "
+    "WHERE placement_id = $1 AND kind = 'ended' ORDER BY at, fact_id LIMIT 1"
 )
 FIRST_RUNNING_FACT = "SELECT min(at) FROM lifecycle_facts WHERE placement_id = $1 AND kind = 'running'"
 SELECT_FACTS = "SELECT kind, placement_id, at, end_reason FROM lifecycle_facts ORDER BY fact_id"
 INSERT_HOST_FACT = (
-    "INSERT INTO host_facts (kind, workload_id, tenant_id, placement_id, node, at, outcome, event_id) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING"
+    "INSERT INTO host_facts (kind, workload_id, tenant_id, placement_id, node, at, outcome, event_id, "
+    "event_type) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING"
 )
 SELECT_HOST_FACTS = (
     "SELECT kind, workload_id, tenant_id, placement_id, node, at, outcome FROM host_facts ORDER BY fact_id"
@@ -87,6 +90,8 @@ class AllocationRow:
     rated_until: datetime
     open: bool
     running: bool  # the host runs it (charged from allocation.started_at); False: held, not yet charged
+    running_event_id: str | None = None  # the running event that started its charging
+    ended_event_id: str | None = None  # the event that ended it
 
 
 class AllocationStore:
@@ -140,11 +145,19 @@ class AllocationStore:
         """Record how far an open allocation is rated."""
         await self._conn.execute(SET_RATED, allocation_id, rated_until)
 
-    async def close(self, allocation: Allocation, *, rated_until: datetime) -> None:
-        """Mark an allocation ended (its final charges are posted in the same transaction)."""
+    async def close(
+        self, allocation: Allocation, *, rated_until: datetime, ended_event_id: str | None = None
+    ) -> None:
+        """Mark an allocation ended by the event `ended_event_id` (its final charges are posted in the same
+        transaction)."""
         reason = allocation.end_reason.value if allocation.end_reason else None
         await self._conn.execute(
-            CLOSE_ALLOCATION, allocation.allocation_id, allocation.ended_at, reason, rated_until
+            CLOSE_ALLOCATION,
+            allocation.allocation_id,
+            allocation.ended_at,
+            reason,
+            rated_until,
+            ended_event_id,
         )
 
     async def all_allocations(self) -> list[AllocationRow]:
@@ -169,13 +182,18 @@ class AllocationStore:
         row = await self._conn.fetchrow(FIRST_END_FACT, placement_id)
         return (row["at"], EndReason(row["end_reason"])) if row else None
 
+    async def first_end_event(self, placement_id: str) -> str | None:
+        """The id of the event behind the earliest end fact of a placement, if one arrived."""
+        row = await self._conn.fetchrow(FIRST_END_FACT, placement_id)
+        return None if row is None else str(row["event_id"])
+
     async def first_running(self, placement_id: str) -> datetime | None:
         """The earliest running fact of a placement, if one arrived."""
         at: datetime | None = await self._conn.fetchval(FIRST_RUNNING_FACT, placement_id)
         return at
 
-    async def record_host_fact(self, *, event_id: str, fact: HostFact) -> None:
-        """Keep a node agent's report (once per placement, kind and instant)."""
+    async def record_host_fact(self, *, event_id: str, fact: HostFact, event_type: str | None = None) -> None:
+        """Keep a node agent's report (once per placement, kind and instant) and the event it came in."""
         await self._conn.execute(
             INSERT_HOST_FACT,
             fact.kind.value,
@@ -186,6 +204,7 @@ class AllocationStore:
             fact.at,
             fact.outcome,
             event_id,
+            event_type,
         )
 
     async def host_facts(self) -> list[HostFact]:
@@ -273,4 +292,6 @@ def _allocation_row(r: asyncpg.Record) -> AllocationRow:
         rated_until=r["rated_until"],
         open=r["status"] == "open",
         running=r["running"],
+        running_event_id=r["running_event_id"],
+        ended_event_id=r["ended_event_id"],
     )

@@ -46,7 +46,13 @@ class FakeAllocationStore:
         for allocation_id, row in sorted(self.rows.items()):
             if row.placement_id == placement_id and row.open and not row.running:
                 moved = replace(row.allocation, started_at=at)
-                self.rows[allocation_id] = replace(row, allocation=moved, rated_until=at, running=True)
+                self.rows[allocation_id] = replace(
+                    row,
+                    allocation=moved,
+                    rated_until=at,
+                    running=True,
+                    running_event_id=self._run_event(placement_id),
+                )
                 started.append(allocation_id)
         return started
 
@@ -68,13 +74,15 @@ class FakeAllocationStore:
         if (row := self.rows.get(allocation_id)) is not None:
             self.rows[allocation_id] = replace(row, rated_until=rated_until)
 
-    async def close(self, allocation: Allocation, *, rated_until: datetime) -> None:
-        """Mark an allocation ended: its end, its reason and how far it is rated; nothing else changes."""
+    async def close(
+        self, allocation: Allocation, *, rated_until: datetime, ended_event_id: str | None = None
+    ) -> None:
+        """Mark an allocation ended: its end, its reason, the event and how far it is rated; nothing else."""
         if (row := self.rows.get(allocation.allocation_id)) is None:
             return
         ended = replace(row.allocation, ended_at=allocation.ended_at, end_reason=allocation.end_reason)
         self.rows[allocation.allocation_id] = replace(
-            row, allocation=ended, rated_until=rated_until, open=False
+            row, allocation=ended, rated_until=rated_until, open=False, ended_event_id=ended_event_id
         )
 
     async def all_allocations(self) -> list[AllocationRow]:
@@ -99,24 +107,39 @@ class FakeAllocationStore:
 
     async def first_end(self, placement_id: str) -> tuple[datetime, EndReason] | None:
         """The earliest end fact of a placement, if one arrived."""
-        ends = [f for _, f in self._facts if f.placement_id == placement_id and f.kind is FactKind.ENDED]
-        first = min(ends, key=lambda f: f.at, default=None)
+        first = self._first_end(placement_id)
         if first is None:
             return None
-        if first.end_reason is None:  # the real store's EndReason(NULL) refuses it too
+        fact = first[0]
+        if fact.end_reason is None:  # the real store's EndReason(NULL) refuses it too
             raise ValueError(f"the end fact of placement {placement_id} has no reason")
-        return first.at, first.end_reason
+        return fact.at, fact.end_reason
+
+    async def first_end_event(self, placement_id: str) -> str | None:
+        """The id of the event behind the earliest end fact of a placement, if one arrived."""
+        first = self._first_end(placement_id)
+        return None if first is None else first[1]
+
+    def _first_end(self, placement_id: str) -> tuple[PlacementFact, str] | None:
+        ends = [(f, e) for e, f in self._facts if f.placement_id == placement_id and f.kind is FactKind.ENDED]
+        return min(ends, key=lambda pair: pair[0].at, default=None)  # stable: the first kept at that instant
 
     async def first_running(self, placement_id: str) -> datetime | None:
         """The earliest running fact of a placement, if one arrived."""
         runs = [f.at for _, f in self._facts if f.placement_id == placement_id and f.kind is FactKind.RUNNING]
         return min(runs, default=None)
 
+    def _run_event(self, placement_id: str) -> str | None:
+        runs = [
+            (f.at, e) for e, f in self._facts if f.placement_id == placement_id and f.kind is FactKind.RUNNING
+        ]
+        return min(runs, key=lambda pair: pair[0], default=(None, None))[1]
+
     async def facts(self) -> list[PlacementFact]:
         """Every lifecycle fact, in arrival order."""
         return [f for _, f in self._facts]
 
-    async def record_host_fact(self, *, event_id: str, fact: HostFact) -> None:
+    async def record_host_fact(self, *, event_id: str, fact: HostFact, event_type: str | None = None) -> None:
         """Keep a node agent's report, once per placement, kind and instant."""
         if not any(
             (f.placement_id, f.kind, f.at) == (fact.placement_id, fact.kind, fact.at)

@@ -48,7 +48,8 @@ _CSV_BLOCK = 2 << 20  # bytes of CSV per Arrow batch (one Parquet row group): bo
 # Postgres formats the rows (COPY), which is several times faster than decoding records in Python.
 _ROWS = """
 SELECT p.entry_id, e.source_event_id, to_char(p.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at,
-       p.tenant_id, p.project, p.account, p.debit_micro, p.credit_micro, e.description, e.reverses_entry_id
+       p.tenant_id, p.project, p.account, p.debit_micro, p.credit_micro, e.description, e.reverses_entry_id,
+       e.kind, e.opened_by_event_id, e.closed_by_event_id, e.incident_id
 FROM postings p JOIN journal_entries e ON e.entry_id = p.entry_id
 WHERE p.tenant_id = $1 AND p.project = $2 AND p.at >= $3 AND p.at < $4
 ORDER BY p.at, p.posting_id
@@ -58,7 +59,8 @@ EXPORT_JSONL = f"""
 SELECT json_build_object('entry_id', r.entry_id, 'source_event_id', r.source_event_id, 'at', r.at,
     'tenant_id', r.tenant_id, 'project', r.project, 'account', r.account, 'debit_micro', r.debit_micro,
     'credit_micro', r.credit_micro, 'description', r.description,
-    'reverses_entry_id', r.reverses_entry_id)::text
+    'reverses_entry_id', r.reverses_entry_id, 'kind', r.kind, 'opened_by_event_id', r.opened_by_event_id,
+    'closed_by_event_id', r.closed_by_event_id, 'incident_id', r.incident_id)::text
 FROM ({_ROWS}) AS r
 """
 EXPORT_TOTALS = """

@@ -33,6 +33,10 @@ _PARQUET_SCHEMA = pa.schema(
         ("credit_micro", pa.int64()),
         ("description", pa.string()),
         ("reverses_entry_id", pa.string()),
+        ("kind", pa.string()),
+        ("opened_by_event_id", pa.string()),
+        ("closed_by_event_id", pa.string()),
+        ("incident_id", pa.string()),
     ]
 )
 

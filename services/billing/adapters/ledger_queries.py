@@ -27,13 +27,16 @@ __all__ = [
 Conn: TypeAlias = "asyncpg.Connection[Any] | asyncpg.Pool[Any]"
 
 BALANCES = """
-SELECT tenant_id, project, sum(amount_micro)::bigint AS balance_micro, count(*) AS entries
+SELECT tenant_id, project, sum(amount_micro)::bigint AS balance_micro, count(*) AS entries,
+       coalesce(sum(amount_micro) FILTER (WHERE kind = 'charge'), 0)::bigint AS charged_micro,
+       coalesce(-sum(amount_micro) FILTER (WHERE kind = 'credit'), 0)::bigint AS credited_micro
 FROM journal_entries WHERE ($1::text IS NULL OR tenant_id = $1) GROUP BY tenant_id, project ORDER BY 1, 2
 """
 CHARGES = """
 SELECT entry_id, source_event_id, at, tenant_id, project, allocation_id, workload_id, resource,
        pricing_class, period_start, period_end, basis, quantity_hours, compute_unit_hours, price_id,
-       micro_per_hour, amount_micro, reverses_entry_id
+       micro_per_hour, amount_micro, reverses_entry_id, kind, opened_by_event_id, closed_by_event_id,
+       incident_id
 FROM journal_entries
 WHERE ($1::text IS NULL OR tenant_id = $1) AND ($2::text IS NULL OR project = $2)
   AND ($3::text IS NULL OR workload_id = $3) AND at >= $4 AND at < $5
@@ -69,7 +72,7 @@ SELECT e.workload_id, e.tenant_id, a.gpu_model, a.mig_profile, a.share_of, a.pri
        sum(extract(epoch FROM e.period_end - e.period_start) / 3600 * a.gpus
            * CASE WHEN e.reverses_entry_id IS NULL THEN 1 ELSE -1 END) AS gpu_hours
 FROM journal_entries e JOIN allocations a ON a.allocation_id = e.allocation_id
-WHERE e.tenant_id = $1 AND e.at >= $2
+WHERE e.tenant_id = $1 AND e.at >= $2 AND e.kind = 'charge'
 GROUP BY e.workload_id, e.tenant_id, a.gpu_model, a.mig_profile, a.share_of, a.pricing_class, a.tags
 """
 DECAYED = """
@@ -92,6 +95,8 @@ async def balances(conn: Conn, *, tenant_id: str | None) -> list[ProjectBalance]
             project=r["project"],
             balance_micro=r["balance_micro"],
             entries=r["entries"],
+            charged_micro=r["charged_micro"],
+            credited_micro=r["credited_micro"],
         )
         for r in await conn.fetch(BALANCES, tenant_id)
     ]
@@ -184,6 +189,10 @@ def _charge(r: asyncpg.Record) -> ChargeRecord:
         micro_per_hour=r["micro_per_hour"],
         amount_micro=r["amount_micro"],
         reverses_entry_id=r["reverses_entry_id"],
+        kind=r["kind"],
+        opened_by_event_id=r["opened_by_event_id"],
+        closed_by_event_id=r["closed_by_event_id"],
+        incident_id=r["incident_id"],
     )
 
 

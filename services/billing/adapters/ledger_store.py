@@ -28,23 +28,26 @@ WITH batch AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[],
         $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::timestamptz[],
         $13::timestamptz[], $14::text[], $15::numeric[], $16::numeric[], $17::text[], $18::bigint[],
-        $19::bigint[]) WITH ORDINALITY
+        $19::bigint[], $20::text[], $21::text[], $22::text[], $23::text[]) WITH ORDINALITY
         AS b (entry_id, source_event_id, at, tenant_id, project, description, reverses_entry_id,
               allocation_id, workload_id, resource, pricing_class, period_start, period_end, basis,
-              quantity_hours, compute_unit_hours, price_id, micro_per_hour, amount_micro, n)
+              quantity_hours, compute_unit_hours, price_id, micro_per_hour, amount_micro, kind,
+              opened_by_event_id, closed_by_event_id, incident_id, n)
 ), fresh AS (
     INSERT INTO journal_entries (entry_id, source_event_id, at, tenant_id, project, description,
         reverses_entry_id, allocation_id, workload_id, resource, pricing_class, period_start, period_end,
-        basis, quantity_hours, compute_unit_hours, price_id, micro_per_hour, amount_micro)
+        basis, quantity_hours, compute_unit_hours, price_id, micro_per_hour, amount_micro, kind,
+        opened_by_event_id, closed_by_event_id, incident_id)
     SELECT entry_id, source_event_id, at, tenant_id, project, description, reverses_entry_id,
         allocation_id, workload_id, resource, pricing_class, period_start, period_end, basis,
-        quantity_hours, compute_unit_hours, price_id, micro_per_hour, amount_micro
+        quantity_hours, compute_unit_hours, price_id, micro_per_hour, amount_micro, kind,
+        opened_by_event_id, closed_by_event_id, incident_id
     FROM batch
     ON CONFLICT DO NOTHING RETURNING entry_id
 ), posted AS (
     INSERT INTO postings (entry_id, account, debit_micro, credit_micro, tenant_id, project, at)
     SELECT b.entry_id, p.account, p.debit_micro, p.credit_micro, b.tenant_id, b.project, b.at
-    FROM unnest($20::bigint[], $21::text[], $22::bigint[], $23::bigint[])
+    FROM unnest($24::bigint[], $25::text[], $26::bigint[], $27::bigint[])
         WITH ORDINALITY AS p (n, account, debit_micro, credit_micro, k)
     JOIN batch b USING (n)
     WHERE b.entry_id IN (SELECT entry_id FROM fresh)
@@ -52,10 +55,11 @@ WITH batch AS (
 )
 SELECT entry_id FROM fresh
 """
-# Live charges of an allocation ending after an instant: neither a reversal nor already reversed.
+# Live charges of an allocation ending after an instant: neither a reversal nor already reversed (credits
+# are not charges: an end never reverses them).
 LIVE_CHARGES_AFTER = """
 SELECT e.* FROM journal_entries e
-WHERE e.allocation_id = $1 AND e.period_end > $2 AND e.reverses_entry_id IS NULL
+WHERE e.allocation_id = $1 AND e.kind = 'charge' AND e.period_end > $2 AND e.reverses_entry_id IS NULL
   AND NOT EXISTS (SELECT 1 FROM journal_entries r WHERE r.reverses_entry_id = e.entry_id)
 ORDER BY e.period_start
 """
@@ -122,6 +126,10 @@ def _entry_columns(records: Sequence[EntryRecord]) -> list[list[Any]]:
             r.price_id,
             r.micro_per_hour,
             r.amount_micro,
+            r.kind,
+            r.opened_by_event_id,
+            r.closed_by_event_id,
+            r.incident_id,
         )
         for r in records
     ]
@@ -168,4 +176,8 @@ def _record(r: asyncpg.Record, postings: tuple[Posting, ...]) -> EntryRecord:
         price_id=r["price_id"],
         micro_per_hour=r["micro_per_hour"],
         amount_micro=r["amount_micro"],
+        kind=r["kind"],
+        opened_by_event_id=r["opened_by_event_id"],
+        closed_by_event_id=r["closed_by_event_id"],
+        incident_id=r["incident_id"],
     )

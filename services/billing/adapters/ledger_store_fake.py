@@ -39,12 +39,13 @@ class FakeLedgerStore:
         return fresh
 
     async def live_charges_after(self, allocation_id: str, at: datetime) -> list[EntryRecord]:
-        """An allocation's unreversed charges for periods ending after `at`, by period start."""
+        """An allocation's unreversed charges (not credits) for periods ending after `at`, by period start."""
         reversed_ids = {r.entry.reverses_entry_id for r in self.records}
         live = [
             r
             for r in self.records
             if r.allocation_id == allocation_id
+            and r.kind == "charge"
             and r.period_end > at
             and r.entry.reverses_entry_id is None
             and r.entry.entry_id not in reversed_ids

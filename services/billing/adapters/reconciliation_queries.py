@@ -15,6 +15,8 @@ import asyncpg
 
 from services.billing.adapters.allocation_store import AllocationRow, AllocationStore
 from services.billing.adapters.price_store import PriceStore
+from services.billing.adapters.sla_store import decision_from_row, incident_from_row
+from services.billing.domain.credit_check import CreditEntry, CreditReconciliation, check_credits
 from services.billing.domain.host_facts import BilledAllocation, HostReconciliation, check_against_hosts
 from services.billing.domain.ledger import JournalEntry, Posting
 from services.billing.domain.rating import ChargeLine
@@ -27,17 +29,33 @@ from services.billing.domain.reconciliation import (
     recompute,
 )
 
-__all__ = ["check_hosts", "reconcile_ledger"]
+__all__ = ["check_credits_against_incidents", "check_hosts", "ledger_sides", "reconcile_ledger"]
 
+#: Charges and their reversals (credits are reconciled against incidents, ``check_credits``).
 ALL_ENTRIES = (
     "SELECT entry_id, source_event_id, at, tenant_id, project, description, reverses_entry_id "
-    "FROM journal_entries"
+    "FROM journal_entries WHERE kind = 'charge'"
 )
-ALL_POSTINGS = "SELECT entry_id, account, debit_micro, credit_micro FROM postings"
+ALL_POSTINGS = (
+    "SELECT p.entry_id, p.account, p.debit_micro, p.credit_micro FROM postings p "
+    "JOIN journal_entries e ON e.entry_id = p.entry_id WHERE e.kind = 'charge'"
+)
 #: Net charges per allocation: charges plus their (negative) reversals.
 NET_BY_ALLOCATION = (
-    "SELECT allocation_id, sum(amount_micro) AS net FROM journal_entries GROUP BY allocation_id"
+    "SELECT allocation_id, sum(amount_micro) AS net FROM journal_entries WHERE kind = 'charge' "
+    "GROUP BY allocation_id"
 )
+#: The whole ledger, credits included: debits and credits of every posting.
+LEDGER_SIDES = (
+    "SELECT coalesce(sum(debit_micro), 0)::bigint AS debit, coalesce(sum(credit_micro), 0)::bigint AS credit "
+    "FROM postings"
+)
+CREDIT_ENTRIES = (
+    "SELECT entry_id, incident_id, workload_id, tenant_id, project, amount_micro FROM journal_entries "
+    "WHERE kind = 'credit'"
+)
+ALL_DECISIONS = "SELECT * FROM sla_credits ORDER BY running_at, incident_id, workload_id"
+ALL_INCIDENTS = "SELECT * FROM incidents"
 
 
 async def reconcile_ledger(
@@ -79,6 +97,31 @@ async def check_hosts(conn: asyncpg.Connection[Any], *, interval: timedelta) -> 
     return check_against_hosts(
         allocations=billed, host_facts=await store.host_facts(), prices=prices, interval=interval
     )
+
+
+async def check_credits_against_incidents(conn: asyncpg.Connection[Any]) -> CreditReconciliation:
+    """Every credit against its decision and incident (same snapshot)."""
+    incidents = {r["incident_id"]: incident_from_row(r) for r in await conn.fetch(ALL_INCIDENTS)}
+    entries = [
+        CreditEntry(
+            entry_id=r["entry_id"],
+            incident_id=r["incident_id"],
+            workload_id=r["workload_id"],
+            tenant_id=r["tenant_id"],
+            project=r["project"],
+            amount_micro=r["amount_micro"],
+        )
+        for r in await conn.fetch(CREDIT_ENTRIES)
+    ]
+    decisions = [decision_from_row(r) for r in await conn.fetch(ALL_DECISIONS)]
+    return check_credits(decisions=decisions, entries=entries, incidents=incidents)
+
+
+async def ledger_sides(conn: asyncpg.Connection[Any]) -> tuple[int, int]:
+    """(debits, credits) over every posting of the ledger, credits included: equal when it balances."""
+    row = await conn.fetchrow(LEDGER_SIDES)
+    assert row is not None  # an aggregate always returns a row
+    return int(row["debit"]), int(row["credit"])
 
 
 def _facts(row: AllocationRow, facts: list[PlacementFact]) -> list[LifecycleFact]:

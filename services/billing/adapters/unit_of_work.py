@@ -8,6 +8,7 @@ from services.billing.adapters.budget_store import BudgetStore
 from services.billing.adapters.ledger_store import LedgerStore
 from services.billing.adapters.policy_store import PolicyStore
 from services.billing.adapters.price_store import PriceStore
+from services.billing.adapters.sla_store import SlaStore
 
 __all__ = ["PostgresBillingUnitOfWork"]
 
@@ -34,3 +35,7 @@ class PostgresBillingUnitOfWork(PostgresUnitOfWork):
     @property
     def policies(self) -> PolicyStore:
         return PolicyStore(self.conn)
+
+    @property
+    def sla(self) -> SlaStore:
+        return SlaStore(self.conn)

@@ -14,6 +14,7 @@ from services.billing.adapters.budget_store_fake import FakeBudgetStore
 from services.billing.adapters.ledger_store_fake import FakeLedgerStore
 from services.billing.adapters.policy_store_fake import FakePolicyStore
 from services.billing.adapters.price_store_fake import FakePriceStore
+from services.billing.adapters.sla_store_fake import FakeSlaStore
 
 __all__ = ["FakeBillingUnitOfWork"]
 
@@ -29,6 +30,7 @@ class FakeBillingUnitOfWork(FakeUnitOfWork):
         prices: FakePriceStore | None = None,
         budgets: FakeBudgetStore | None = None,
         policies: FakePolicyStore | None = None,
+        sla: FakeSlaStore | None = None,
         conn: Any = None,
     ) -> None:
         self.allocations = FakeAllocationStore() if allocations is None else allocations
@@ -36,5 +38,6 @@ class FakeBillingUnitOfWork(FakeUnitOfWork):
         self.prices = FakePriceStore() if prices is None else prices
         self.budgets = FakeBudgetStore() if budgets is None else budgets
         self.policies = FakePolicyStore() if policies is None else policies
-        tracked = [self.allocations, self.ledger, self.prices, self.budgets, self.policies]
+        self.sla = FakeSlaStore() if sla is None else sla
+        tracked = [self.allocations, self.ledger, self.prices, self.budgets, self.policies, self.sla]
         super().__init__(conn, tracked=tracked)

@@ -13,6 +13,7 @@ from services.billing.api import (
     ledger,
     prices,
     reconciliation,
+    sla,
     spot,
     tags,
     usage,
@@ -22,6 +23,7 @@ __all__ = ["ROUTERS"]
 
 #: Ledger routes first, then configuration and advice (the order of the paths in the OpenAPI document).
 ROUTERS: tuple[APIRouter, ...] = (
+    sla.router,
     ledger.router,
     costs.router,
     exports.router,

@@ -1,5 +1,6 @@
-"""Reconciliation API: the whole ledger against usage recomputed from billing's lifecycle facts, and
-against the hosts' own running and exit facts, per placement (the independent check)."""
+"""Reconciliation API: the whole ledger against usage recomputed from billing's lifecycle facts, against
+the hosts' own running and exit facts, per placement (the independent check), its SLA credits against
+the incidents behind them, and its balance with the credits in it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from libs.common.auth import Admin
-from services.billing.adapters.reconciliation_queries import check_hosts, reconcile_ledger
+from services.billing.adapters.reconciliation_queries import (
+    check_credits_against_incidents,
+    check_hosts,
+    ledger_sides,
+    reconcile_ledger,
+)
 from services.billing.api.params import api_settings
 from services.billing.domain.host_facts import PlacementCheck
 
@@ -27,9 +33,15 @@ async def reconciliation(request: Request, _: Admin) -> dict[str, Any]:
         interval = api_settings(request).rating_interval
         result = await reconcile_ledger(conn, now=datetime.now(UTC), interval=interval)
         hosts = await check_hosts(conn, interval=interval)
+        credits = await check_credits_against_incidents(conn)
+        debit, credit = await ledger_sides(conn)
     differing = hosts.differences
+    balanced = debit == credit
     return {
-        "equal": result.equal and hosts.equal,
+        "equal": result.equal and hosts.equal and credits.equal and balanced,
+        "balanced": balanced,
+        "debit_micro": debit,
+        "credit_micro": credit,
         "differences": [_diff(d) for d in result.differences],
         "missing_keys": list(result.missing_keys[:100]),
         "unexpected_keys": list(result.unexpected_keys[:100]),
@@ -38,6 +50,12 @@ async def reconciliation(request: Request, _: Admin) -> dict[str, Any]:
             "placements_checked": len(hosts.checked),
             "difference_micro": sum(c.difference_micro for c in differing),
             "placements": [_placement(c) for c in differing[:100]],
+        },
+        "credits": {
+            "equal": credits.equal,
+            "decisions": credits.decisions,
+            "credited_micro": credits.credited_micro,
+            "problems": list(credits.problems[:100]),
         },
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime
+from decimal import Decimal
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
@@ -11,9 +12,10 @@ from libs.common.http import BIGINT_MAX, PROJECT_NAME_RULE, valid_project_name
 from services.billing.adapters.export_queries import ExportFormat
 from services.billing.domain.budgets import DEFAULT_THRESHOLDS
 from services.billing.domain.prices import PriceBasis, PricingClass
+from services.billing.domain.sla import MAX_CREDIT_RATE, FaultClass
 from services.billing.domain.tags import PROJECT
 
-__all__ = ["BudgetIn", "PriceIn", "ScheduleIn", "TagPolicyIn", "TenantTagsIn"]
+__all__ = ["BudgetIn", "PriceIn", "ScheduleIn", "SlaPolicyIn", "TagPolicyIn", "TenantTagsIn"]
 
 
 def _printable(text: str) -> str:
@@ -105,3 +107,25 @@ class TenantTagsIn(BaseModel):
         if PROJECT in value and not valid_project_name(value[PROJECT]):
             raise ValueError(f"the {PROJECT!r} tag must be a project name: {PROJECT_NAME_RULE}")
         return value
+
+
+class SlaPolicyIn(BaseModel):
+    """A tenant's SLA policy: the fault classes credited, the rate and the monthly cap."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fault_classes: list[FaultClass] = Field(
+        max_length=len(FaultClass),
+        description="Recovery catalog owners credited: driver, hardware, interconnect, memory, thermal "
+        "(application only if the platform takes on the workload's own faults too).",
+    )
+    credit_rate: Decimal = Field(
+        ge=0,
+        le=MAX_CREDIT_RATE,
+        max_digits=12,
+        decimal_places=6,
+        description="Fraction of the lost time's charge credited: 1 gives back all of it, 2 twice it.",
+    )
+    monthly_cap_micro: int = Field(
+        ge=0, le=BIGINT_MAX, description="Most micro-units credited to the tenant per calendar month (UTC)."
+    )

@@ -29,7 +29,11 @@ class EntryRecord:
     compute_unit_hours: Decimal
     price_id: str
     micro_per_hour: int
-    amount_micro: int  # change of the receivable: negative on a reversal
+    amount_micro: int  # change of the receivable: negative on a reversal or a credit
+    kind: str = "charge"  # charge (or its reversal) or credit
+    opened_by_event_id: str | None = None  # the event that opened the billed interval
+    closed_by_event_id: str | None = None  # the event that closed it, when known at posting
+    incident_id: str | None = None  # a credit's incident
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,22 +56,36 @@ class ChargeRecord:
     compute_unit_hours: Decimal
     price_id: str
     micro_per_hour: int
-    amount_micro: int  # negative on a reversal
+    amount_micro: int  # negative on a reversal or a credit
     reverses_entry_id: str | None
+    kind: str = "charge"
+    opened_by_event_id: str | None = None
+    closed_by_event_id: str | None = None
+    incident_id: str | None = None
 
 
-def record_for_charge(line: ChargeLine) -> EntryRecord:
-    """The entry posting one charge line."""
-    return _charge_record(line, post_charge(line))
+def record_for_charge(
+    line: ChargeLine, *, opened_by: str | None = None, closed_by: str | None = None
+) -> EntryRecord:
+    """The entry posting one charge line, with the events that opened (and, at the end, closed) its
+    allocation's billed interval."""
+    return _charge_record(line, post_charge(line, opened_by=opened_by), opened_by, closed_by)
 
 
-def records_for_charges(lines: Iterable[ChargeLine]) -> list[EntryRecord]:
+def records_for_charges(
+    lines: Iterable[ChargeLine], *, opened_by: str | None = None, closed_by: str | None = None
+) -> list[EntryRecord]:
     """record_for_charge of each line (entries built by post_charges)."""
     lines = list(lines)
-    return [_charge_record(line, entry) for line, entry in zip(lines, post_charges(lines), strict=True)]
+    entries = post_charges(lines, opened_by=opened_by)
+    return [
+        _charge_record(line, entry, opened_by, closed_by) for line, entry in zip(lines, entries, strict=True)
+    ]
 
 
-def _charge_record(line: ChargeLine, entry: JournalEntry) -> EntryRecord:
+def _charge_record(
+    line: ChargeLine, entry: JournalEntry, opened_by: str | None, closed_by: str | None
+) -> EntryRecord:
     return EntryRecord(
         entry=entry,
         allocation_id=line.allocation_id,
@@ -82,11 +100,16 @@ def _charge_record(line: ChargeLine, entry: JournalEntry) -> EntryRecord:
         price_id=line.price_id,
         micro_per_hour=line.micro_per_hour,
         amount_micro=line.amount_micro,
+        opened_by_event_id=opened_by,
+        closed_by_event_id=closed_by,
     )
 
 
-def record_for_reversal(original: EntryRecord, *, reason: str, at: datetime) -> EntryRecord:
-    """The entry that undoes `original`; quantities and amount change sign."""
+def record_for_reversal(
+    original: EntryRecord, *, reason: str, at: datetime, closed_by: str | None = None
+) -> EntryRecord:
+    """The entry that undoes `original` (closed by the end event `closed_by`); quantities and amount change
+    sign."""
     return EntryRecord(
         entry=reverse(original.entry, reason=reason, at=at),
         allocation_id=original.allocation_id,
@@ -101,4 +124,8 @@ def record_for_reversal(original: EntryRecord, *, reason: str, at: datetime) -> 
         price_id=original.price_id,
         micro_per_hour=original.micro_per_hour,
         amount_micro=-original.amount_micro,
+        kind=original.kind,
+        opened_by_event_id=original.opened_by_event_id,
+        closed_by_event_id=closed_by,
+        incident_id=original.incident_id,
     )

@@ -22,6 +22,10 @@ COLUMNS: tuple[str, ...] = (
     "credit_micro",
     "description",
     "reverses_entry_id",
+    "kind",
+    "opened_by_event_id",
+    "closed_by_event_id",
+    "incident_id",
 )
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "receivable_totals",
     "revenue_account",
     "reverse",
+    "source_key",
     "unseen",
     "validate_entry",
 ]
@@ -75,16 +76,23 @@ class LedgerRow:
     credit_micro: int
     description: str
     reverses_entry_id: str | None
+    kind: str = "charge"  # charge (or its reversal) or credit
+    opened_by_event_id: str | None = None  # the event that opened the entry's interval
+    closed_by_event_id: str | None = None  # the event that closed it, when known at posting
+    incident_id: str | None = None  # a credit's incident
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProjectBalance:
-    """What one tenant project owes over its whole ledger, and how many entries make it up."""
+    """What one tenant project owes over its whole ledger (charges less SLA credits), and how many entries
+    make it up."""
 
     tenant_id: str
     project: str
     balance_micro: int
     entries: int
+    charged_micro: int = 0  # charges net of their reversals
+    credited_micro: int = 0  # SLA credits
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,12 +127,24 @@ def validate_entry(entry: JournalEntry) -> None:
         raise UnbalancedEntryError(f"{entry.entry_id}: debits {debits} != credits {credits}")
 
 
-def post_charge(charge: ChargeLine) -> JournalEntry:
-    """Debit the tenant project, credit revenue for the charge's pricing class; keyed by the charge key."""
-    return _charge_entry(charge, _charge_postings(charge))
+def source_key(charge: ChargeLine, *, opened_by: str | None) -> str:
+    """A charge line's unique source: the event that started its allocation's charging (the placement's
+    running event), the resource and the line's period (a re-rated last line differs from the one it
+    replaces by its end); the bare charge key for an allocation that started before billing kept that
+    event."""
+    if opened_by is None:
+        return charge.key
+    start, end = charge.period_start.isoformat(), charge.period_end.isoformat()
+    return f"{opened_by}/{charge.resource.label()}@{start}/{end}"
 
 
-def post_charges(charges: Iterable[ChargeLine]) -> list[JournalEntry]:
+def post_charge(charge: ChargeLine, *, opened_by: str | None = None) -> JournalEntry:
+    """Debit the tenant project, credit revenue for the charge's pricing class; the entry id is the charge
+    key, the source the event that opened its interval (``source_key``)."""
+    return _charge_entry(charge, _charge_postings(charge), opened_by)
+
+
+def post_charges(charges: Iterable[ChargeLine], *, opened_by: str | None = None) -> list[JournalEntry]:
     """post_charge of each line; lines with equal accounts and amount share one (immutable) posting pair."""
     pairs: dict[tuple[str, str, PricingClass, int], tuple[Posting, ...]] = {}
     entries: list[JournalEntry] = []
@@ -133,7 +153,7 @@ def post_charges(charges: Iterable[ChargeLine]) -> list[JournalEntry]:
         postings = pairs.get(key)
         if postings is None:
             postings = pairs[key] = _charge_postings(charge)
-        entries.append(_charge_entry(charge, postings))
+        entries.append(_charge_entry(charge, postings, opened_by))
     return entries
 
 
@@ -147,10 +167,10 @@ def _charge_postings(charge: ChargeLine) -> tuple[Posting, ...]:
     )
 
 
-def _charge_entry(charge: ChargeLine, postings: tuple[Posting, ...]) -> JournalEntry:
+def _charge_entry(charge: ChargeLine, postings: tuple[Posting, ...], opened_by: str | None) -> JournalEntry:
     return JournalEntry(
         entry_id=f"charge:{charge.key}",
-        source_event_id=charge.key,
+        source_event_id=source_key(charge, opened_by=opened_by),
         at=charge.period_end,
         description=f"{charge.resource.label()} {charge.pricing_class.value} {charge.quantity_hours} h",
         tenant_id=charge.tenant_id,

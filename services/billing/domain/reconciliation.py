@@ -155,8 +155,8 @@ def _fold(allocation_id: str, facts: list[LifecycleFact]) -> Allocation:
 
 def _live_charge_keys(entries: Sequence[JournalEntry]) -> set[str]:
     reversed_ids = {e.reverses_entry_id for e in entries if e.reverses_entry_id is not None}
-    return {
-        e.source_event_id
+    return {  # a charge's entry id is its charge key (the source names the events behind it)
+        e.entry_id.removeprefix("charge:")
         for e in entries
         if e.reverses_entry_id is None and e.entry_id not in reversed_ids and e.entry_id.startswith("charge:")
     }

@@ -1,5 +1,6 @@
 """Event handlers: lifecycle facts into allocations and charges, the hosts' own reports kept for
-reconciliation, telemetry rollups into idle reclaim."""
+reconciliation, recovery's incidents and the moves they cause into SLA credits, telemetry rollups into
+idle reclaim."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from typing import Literal, TypeAlias
 from libs.common.bus.handlers import HandlerContext, Handlers
 from libs.common.events.agent import MigrationStepV1, WorkloadExitedV1, WorkloadStartedV1
 from libs.common.events.billing import IdleReclaimV1
-from libs.common.events.scheduler import WorkloadEndedV1, WorkloadPlacedV1, WorkloadRunningV1
+from libs.common.events.recovery import IncidentClosedV1, IncidentOpenedV1
+from libs.common.events.scheduler import (
+    WorkloadEndedV1,
+    WorkloadMigratingV1,
+    WorkloadPlacedV1,
+    WorkloadRunningV1,
+)
 from libs.common.events.telemetry import NodeRollupV1
 from services.billing.adapters.unit_of_work import PostgresBillingUnitOfWork
 from services.billing.domain.host_facts import HostFact, HostFactKind
@@ -18,7 +25,9 @@ from services.billing.domain.idle import IdleAction, IdlePolicy, UtilisationRoll
 from services.billing.domain.placements import HeldDevice, Placement
 from services.billing.domain.prices import PricingClass
 from services.billing.domain.rating import EndReason
+from services.billing.domain.sla import DEFAULT_POLICY, Incident, SlaPolicy, WorkloadMove
 from services.billing.domain.tags import RequiredTagPolicy, check_required, effective_tags
+from services.billing.service.credits import settle
 from services.billing.service.metering import MeteringConfig, close_placement, open_placement, start_placement
 from services.billing.service.unit_of_work import BillingUnitOfWork
 
@@ -29,10 +38,11 @@ _MINUTE = timedelta(minutes=1)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BillingDeps:
-    """What the handlers need besides the unit of work: metering and idle configuration."""
+    """What the handlers need besides the unit of work: metering, idle and the default SLA policy."""
 
     metering: MeteringConfig
     idle: IdlePolicy
+    sla: SlaPolicy = DEFAULT_POLICY
 
 
 #: What every handler of billing gets: its deps and billing's unit of work.
@@ -77,11 +87,12 @@ async def on_workload_placed(event: WorkloadPlacedV1, ctx: Context) -> None:
         event_id=ctx.envelope.id,
         config=ctx.deps.metering,
     )
+    await _settle_moves_into(event.placement_id, ctx)  # it may have run before it was placed here
 
 
 async def on_workload_running(event: WorkloadRunningV1, ctx: Context) -> None:
     """Charge the placement from when its host started it; a workload that moved here stops being
-    charged where it was at that same instant."""
+    charged where it was at that same instant, and the time an incident cost it is settled."""
     await start_placement(
         ctx.uow,
         workload_id=event.workload_id,
@@ -90,6 +101,56 @@ async def on_workload_running(event: WorkloadRunningV1, ctx: Context) -> None:
         event_id=ctx.envelope.id,
         config=ctx.deps.metering,
     )
+    await _settle_moves_into(event.placement_id, ctx)
+
+
+async def on_workload_migrating(event: WorkloadMigratingV1, ctx: Context) -> None:
+    """Keep a move an incident caused (charging changes only when the new placement runs)."""
+    if event.incident_id is None:
+        return  # a rebalancing move: no fault, no credit
+    move = WorkloadMove(
+        event_id=ctx.envelope.id,
+        workload_id=event.workload_id,
+        tenant_id=event.tenant_id,
+        from_placement_id=event.from_placement_id,
+        to_placement_id=event.to_placement_id,
+        incident_id=event.incident_id,
+        reason=event.reason,
+        at=ctx.envelope.time,
+    )
+    await ctx.uow.sla.record_move(move)
+    await _settle(ctx, [move])
+
+
+async def on_incident_opened(event: IncidentOpenedV1, ctx: Context) -> None:
+    """Keep what failed, where and when it was detected (the start of the time it cost)."""
+    incident = Incident(
+        incident_id=event.incident_id,
+        fault_type=event.fault_type,
+        node=event.node,
+        gpu_uuid=event.gpu_uuid,
+        severity=event.severity,
+        detected_at=ctx.envelope.time,
+        opened_event_id=ctx.envelope.id,
+    )
+    await ctx.uow.sla.record_incident(incident)
+    await _settle(ctx, await ctx.uow.sla.moves_for_incident(event.incident_id))
+
+
+async def on_incident_closed(event: IncidentClosedV1, ctx: Context) -> None:
+    """Keep how an incident ended (shown with the credits it gave)."""
+    await ctx.uow.sla.close_incident(
+        event.incident_id, outcome=event.outcome, at=ctx.envelope.time, event_id=ctx.envelope.id
+    )
+
+
+async def _settle_moves_into(placement_id: str, ctx: Context) -> None:
+    await _settle(ctx, await ctx.uow.sla.moves_into(placement_id))
+
+
+async def _settle(ctx: Context, moves: list[WorkloadMove]) -> None:
+    if moves:
+        await settle(ctx.uow, moves, default_policy=ctx.deps.sla, interval=ctx.deps.metering.interval)
 
 
 async def on_workload_ended(event: WorkloadEndedV1, ctx: Context) -> None:
@@ -142,7 +203,9 @@ async def _keep_host_fact(
         at=event.at or ctx.envelope.time,  # an older agent: its envelope, written at the fact
         outcome=outcome,
     )
-    await ctx.uow.allocations.record_host_fact(event_id=ctx.envelope.id, fact=fact)
+    await ctx.uow.allocations.record_host_fact(
+        event_id=ctx.envelope.id, fact=fact, event_type=ctx.envelope.type
+    )
 
 
 async def on_node_rollup(event: NodeRollupV1, ctx: Context) -> None:
@@ -193,13 +256,16 @@ def _idle_hours(since: datetime | None, until: datetime | None) -> float:
 
 
 def handlers(deps: BillingDeps) -> Handlers[BillingDeps, PostgresBillingUnitOfWork]:
-    """The main consumer's handlers: lifecycle facts into charges, the hosts' reports kept, rollups
-    into idle reclaim."""
+    """The main consumer's handlers: lifecycle facts into charges, the hosts' reports kept, incidents and
+    moves into SLA credits, rollups into idle reclaim."""
     return (
         Handlers(deps, uow=PostgresBillingUnitOfWork)
         .on(WorkloadPlacedV1, on_workload_placed)
         .on(WorkloadRunningV1, on_workload_running)
         .on(WorkloadEndedV1, on_workload_ended)
+        .on(WorkloadMigratingV1, on_workload_migrating)
+        .on(IncidentOpenedV1, on_incident_opened)
+        .on(IncidentClosedV1, on_incident_closed)
         .on(WorkloadStartedV1, on_host_started)
         .on(MigrationStepV1, on_host_migration_step)
         .on(WorkloadExitedV1, on_host_exited)

@@ -64,7 +64,9 @@ async def open_placement(
         )
     early_end = await store.first_end(placement_id)
     if early_end is not None:
-        await _close_rows(uow, placement_id, at=early_end[0], reason=early_end[1], config=config)
+        at_end, reason = early_end
+        end_event = await store.first_end_event(placement_id) or event_id
+        await _close_rows(uow, placement_id, at=at_end, reason=reason, event_id=end_event, config=config)
 
 
 async def start_placement(
@@ -100,7 +102,7 @@ async def close_placement(
     await store.record_fact(
         event_id=event_id, kind="ended", placement_id=placement_id, at=at, end_reason=reason
     )
-    await _close_rows(uow, placement_id, at=at, reason=reason, config=config)
+    await _close_rows(uow, placement_id, at=at, reason=reason, event_id=event_id, config=config)
     await _close_left(
         uow, workload_id=workload_id, keep=placement_id, at=at, event_id=event_id, config=config
     )
@@ -123,7 +125,7 @@ async def accrue(uow: BillingUnitOfWork, *, now: datetime, config: MeteringConfi
             prices=prices,
             interval=config.interval,
         )
-        records.extend(records_for_charges(rating.lines))
+        records.extend(records_for_charges(rating.lines, opened_by=row.running_event_id))
         await store.set_rated(row.allocation.allocation_id, rating.rated_until)
     await post(uow, records)
     return len(rows)
@@ -173,12 +175,21 @@ async def _close_left(
         await uow.allocations.record_fact(
             event_id=event_id, kind="ended", placement_id=placement_id, at=at, end_reason=EndReason.MIGRATED
         )
-        await _close_rows(uow, placement_id, at=at, reason=EndReason.MIGRATED, config=config)
+        await _close_rows(
+            uow, placement_id, at=at, reason=EndReason.MIGRATED, event_id=event_id, config=config
+        )
 
 
 async def _close_rows(
-    uow: BillingUnitOfWork, placement_id: str, *, at: datetime, reason: EndReason, config: MeteringConfig
+    uow: BillingUnitOfWork,
+    placement_id: str,
+    *,
+    at: datetime,
+    reason: EndReason,
+    event_id: str,
+    config: MeteringConfig,
 ) -> None:
+    """Close a placement's open allocations at `at`, ended by the event `event_id`."""
     store = uow.allocations
     rows = [r for r in await store.lock_placement(placement_id) if r.open]
     if not rows:
@@ -188,9 +199,14 @@ async def _close_rows(
     for row in rows:
         if not row.running:  # held but never run: closed, nothing owed
             end = max(at, row.allocation.started_at)
-            await store.close(close(row.allocation, at=end, reason=reason), rated_until=end)
+            closed = close(row.allocation, at=end, reason=reason)
+            await store.close(closed, rated_until=end, ended_event_id=event_id)
             continue
-        records.extend(await _final_records(uow, row, at=at, reason=reason, prices=prices, config=config))
+        records.extend(
+            await _final_records(
+                uow, row, at=at, reason=reason, event_id=event_id, prices=prices, config=config
+            )
+        )
     await post(uow, records)
 
 
@@ -200,6 +216,7 @@ async def _final_records(
     *,
     at: datetime,
     reason: EndReason,
+    event_id: str,
     prices: PriceList,
     config: MeteringConfig,
 ) -> list[EntryRecord]:
@@ -210,13 +227,14 @@ async def _final_records(
     if lower > end:  # accrual ran past the end: undo those charges, then rate up to the end
         overrun = await uow.ledger.live_charges_after(allocation.allocation_id, end)
         records.extend(
-            record_for_reversal(r, reason=f"charged past the {reason.value} end", at=end) for r in overrun
+            record_for_reversal(r, reason=f"charged past the {reason.value} end", at=end, closed_by=event_id)
+            for r in overrun
         )
         lower = min((r.period_start for r in overrun), default=end)
     closed = close(allocation, at=end, reason=reason)
     rating = rate(allocation=closed, rated_until=lower, now=end, prices=prices, interval=config.interval)
-    records.extend(records_for_charges(rating.lines))
-    await uow.allocations.close(closed, rated_until=end)
+    records.extend(records_for_charges(rating.lines, opened_by=row.running_event_id, closed_by=event_id))
+    await uow.allocations.close(closed, rated_until=end, ended_event_id=event_id)
     return records
 
 

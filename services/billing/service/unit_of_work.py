@@ -22,6 +22,7 @@ from services.billing.domain.host_facts import HostFact
 from services.billing.domain.idle import IdleState
 from services.billing.domain.prices import PriceEntry, PriceList
 from services.billing.domain.rating import Allocation, EndReason
+from services.billing.domain.sla import CreditDecision, Incident, SlaPolicy, WorkloadMove
 
 __all__ = [
     "AllocationWrites",
@@ -30,6 +31,7 @@ __all__ = [
     "LedgerWrites",
     "PolicyWrites",
     "PriceWrites",
+    "SlaWrites",
     "billing_uow",
 ]
 
@@ -50,7 +52,9 @@ class AllocationWrites(Protocol):
 
     async def set_rated(self, allocation_id: str, rated_until: datetime) -> None: ...
 
-    async def close(self, allocation: Allocation, *, rated_until: datetime) -> None: ...
+    async def close(
+        self, allocation: Allocation, *, rated_until: datetime, ended_event_id: str | None = None
+    ) -> None: ...
 
     async def record_fact(
         self,
@@ -64,9 +68,13 @@ class AllocationWrites(Protocol):
 
     async def first_end(self, placement_id: str) -> tuple[datetime, EndReason] | None: ...
 
+    async def first_end_event(self, placement_id: str) -> str | None: ...
+
     async def first_running(self, placement_id: str) -> datetime | None: ...
 
-    async def record_host_fact(self, *, event_id: str, fact: HostFact) -> None: ...
+    async def record_host_fact(
+        self, *, event_id: str, fact: HostFact, event_type: str | None = None
+    ) -> None: ...
 
     async def open_workload(self, workload_id: str) -> tuple[str, str] | None: ...
 
@@ -127,6 +135,34 @@ class PolicyWrites(Protocol):
     ) -> None: ...
 
 
+class SlaWrites(Protocol):
+    """SLA policies, incidents, moves and credit decisions (SlaStore; FakeSlaStore)."""
+
+    async def policy(self, tenant_id: str) -> SlaPolicy | None: ...
+
+    async def put_policy(self, tenant_id: str, policy: SlaPolicy) -> None: ...
+
+    async def record_incident(self, incident: Incident) -> None: ...
+
+    async def close_incident(
+        self, incident_id: str, *, outcome: str, at: datetime, event_id: str
+    ) -> None: ...
+
+    async def incident(self, incident_id: str) -> Incident | None: ...
+
+    async def record_move(self, move: WorkloadMove) -> None: ...
+
+    async def moves_for_incident(self, incident_id: str) -> list[WorkloadMove]: ...
+
+    async def moves_into(self, placement_id: str) -> list[WorkloadMove]: ...
+
+    async def decision(self, incident_id: str, workload_id: str) -> CreditDecision | None: ...
+
+    async def credited_between(self, tenant_id: str, *, start: datetime, end: datetime) -> int: ...
+
+    async def record_decision(self, decision: CreditDecision) -> bool: ...
+
+
 class BillingUnitOfWork(UnitOfWork, Protocol):
     """A transaction of billing's schema, with its stores on the same connection."""
 
@@ -153,6 +189,11 @@ class BillingUnitOfWork(UnitOfWork, Protocol):
     @property
     def policies(self) -> PolicyWrites:
         """Tag policies, tenant default tags and flagged workloads."""
+        ...
+
+    @property
+    def sla(self) -> SlaWrites:
+        """SLA policies, incidents, moves and credit decisions."""
         ...
 
 
