@@ -55,10 +55,9 @@ class FakeSlaStore:
 
     async def moves_into(self, placement_id: str) -> list[WorkloadMove]:
         """The incident moves whose new placement is `placement_id`."""
-        return sorted(
-            (m for m in self.moves.values() if m.to_placement_id == placement_id and m.incident_id),
-            key=lambda m: (m.at, m.event_id),
-        )
+        into = [m for m in self.moves.values() if m.to_placement_id == placement_id]
+        # an empty incident name counts too, as SQL's IS NOT NULL; only a rebalancing move has none
+        return sorted((m for m in into if m.incident_id is not None), key=lambda m: (m.at, m.event_id))
 
     async def decision(self, incident_id: str, workload_id: str) -> CreditDecision | None:
         """The credit decision of one (incident, workload), if made."""
