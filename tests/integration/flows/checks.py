@@ -6,10 +6,19 @@ import itertools
 from datetime import datetime
 from typing import Any
 
+from libs.common.events import Envelope, Event
+from libs.common.events.scheduler import WorkloadPlacedV1
 from tests.integration.flows.suite import Suite
 from tests.integration.support import ADMIN_HEADERS, eventually
 
-__all__ = ["net_charge_periods", "overlaps", "quotas_and_allocations_agree"]
+__all__ = [
+    "allocations_match_placements",
+    "dead_lettered",
+    "net_charge_periods",
+    "overlaps",
+    "placements_once",
+    "quotas_and_allocations_agree",
+]
 
 LIVE_PLACEMENTS = "SELECT placement_id, tenant_id, gpus, units_milli FROM placements WHERE ended_at IS NULL"
 OPEN_ALLOCATIONS = "SELECT DISTINCT placement_id FROM allocations WHERE status = 'open'"
@@ -64,3 +73,50 @@ async def quotas_and_allocations_agree(suite: Suite, tenants: list[str]) -> None
         )
     except AssertionError as exc:
         raise AssertionError(f"{exc}: {last[0]}") from None
+
+
+async def placements_once(
+    suite: Suite, events: list[tuple[Envelope, Event]], workload_ids: set[str]
+) -> dict[str, int]:
+    """Each workload has exactly one placement, in the scheduler's table and on its topic (one event id,
+    however often it was sent); returns what was counted, or raises naming the workloads that differ."""
+    rows = await suite.sql("scheduler", "SELECT workload_id, placement_id FROM placements")
+    stored: dict[str, set[str]] = {}
+    for row in rows:
+        stored.setdefault(row["workload_id"], set()).add(row["placement_id"])
+    placed: dict[str, set[str]] = {}
+    event_ids: dict[str, set[str]] = {}
+    sent = 0
+    for env, payload in events:
+        if isinstance(payload, WorkloadPlacedV1) and payload.workload_id in workload_ids:
+            placed.setdefault(payload.workload_id, set()).add(payload.placement_id)
+            event_ids.setdefault(payload.placement_id, set()).add(env.id)
+            sent += 1
+    wrong = {
+        w: (sorted(stored.get(w, ())), sorted(placed.get(w, ())))
+        for w in workload_ids
+        if len(stored.get(w, ())) != 1 or stored.get(w) != placed.get(w)
+    }
+    assert not wrong, f"workload -> (stored placements, placed events) not exactly one each: {wrong}"
+    doubled = {p: sorted(ids) for p, ids in event_ids.items() if len(ids) != 1}
+    assert not doubled, f"placements published as more than one event: {doubled}"
+    return {"placements": len(event_ids), "placed_events_on_the_wire": sent}
+
+
+async def allocations_match_placements(suite: Suite) -> str | None:
+    """None when billing holds one allocation per scheduler placement, open exactly while it is live."""
+    placements = {
+        r["placement_id"]: r["ended_at"] is None
+        for r in await suite.sql("scheduler", "SELECT placement_id, ended_at FROM placements")
+    }
+    rows = await suite.sql("billing", "SELECT placement_id, status FROM allocations")
+    allocations = {r["placement_id"]: r["status"] == "open" for r in rows}
+    if len(rows) != len(allocations):
+        return f"{len(rows)} allocation rows for {len(allocations)} placements"
+    return None if allocations == placements else f"billing {allocations} vs scheduler {placements}"
+
+
+async def dead_lettered(suite: Suite, service: str, topic: str) -> set[tuple[int, int]]:
+    """(partition, offset) of every record of a logical topic that a service's consumers dead-lettered."""
+    query = 'SELECT partition, "offset" FROM dead_letters WHERE topic = $1'
+    return {(r["partition"], r["offset"]) for r in await suite.sql(service, query, topic)}
