@@ -43,8 +43,15 @@ unit: install ## Unit tests only (no IO)
 integration: install infra ## Integration tests against the real broker, PostgreSQL and Redis
 	$(BIN)/pytest -q -m integration $(PYTEST_FLAGS)
 
-test: install infra lint ## Lint, then every unit and integration test
-	$(BIN)/pytest -q $(PYTEST_FLAGS)
+# mypy (minutes on a clean clone, one core) runs beside pytest, whose integration tests mostly wait on
+# IO; both must pass. Its report is printed after the tests.
+test: install infra ## Lint, then every unit and integration test (mypy runs beside them)
+	$(BIN)/ruff check libs services tests bench scripts
+	$(BIN)/ruff format --check libs services tests bench scripts
+	@$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \
+	  $(BIN)/pytest -q $(PYTEST_FLAGS); tests=$$?; \
+	  wait $$types; typed=$$?; echo "mypy (exit $$typed):"; cat $(VENV)/mypy.log; \
+	  test $$tests -eq 0 -a $$typed -eq 0
 
 bench: install infra ## Run every benchmark under bench/ and write bench/REPORT.md
 	$(BIN)/python -m bench.run
