@@ -8,7 +8,7 @@ from libs.common.db import service_migrations
 from libs.common.events import topics
 from libs.common.http import create_service_app
 from libs.common.runtime import ConsumerSpec, ServiceRuntime
-from services.scheduler.adapters.catalog_loader import load_default_catalog, load_gpu_models
+from services.scheduler.adapters.catalog_loader import load_catalog, load_gpu_models
 from services.scheduler.adapters.quota_store import QuotaStore
 from services.scheduler.api import admin, advice, drafts, tenants, workloads
 from services.scheduler.service.context import SchedulerContext
@@ -29,7 +29,7 @@ def create_app(settings: SchedulerSettings | None = None, *, quotas: QuotaStore 
     ctx = SchedulerContext(
         settings=settings,
         runtime=runtime,
-        catalog=load_default_catalog(),
+        catalog=load_catalog(file=settings.image_catalog_file, references=settings.image_references),
         models=load_gpu_models(),
         quota_override=quotas,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
@@ -27,3 +29,10 @@ class SchedulerSettings(BaseServiceSettings):
     preemption_grace_s: float = Field(default=300.0, ge=0, description="Grace before a victim is stopped.")
     default_shares: float = Field(default=1.0, gt=0, description="Shares of a tenant with none set.")
     history_min_samples: int = Field(default=3, ge=1, description="Below this, history is 'too thin'.")
+    image_catalog_file: Path | None = Field(
+        default=None, description="An images file replacing the packaged catalog (images.yaml's shape)."
+    )
+    image_references: dict[str, str] = Field(
+        default_factory=dict,
+        description='OCI references by "name:version", replacing the catalog\'s (JSON, e.g. a mirror).',
+    )

@@ -1,12 +1,15 @@
 """The flags of a creation request (create and submit share them) and the JSON body they make.
 
 The three steps are ``--image NAME:VERSION``, one of ``--gpu MODEL[:COUNT]``, ``--mig PROFILE[@MODEL]``
-or ``--units N``, and ``--vpc``/``--subnet``/``--sg``; the rest are the request's options. The scheduler
-validates the result; these parsers only catch what cannot be a request at all (exit 2).
+or ``--units N``, and ``--vpc``/``--subnet``/``--sg``; the rest are the request's options, what runs among
+them (``--command`` or ``-- CMD ARG...``, ``--env``, ``--workdir``, ``--cpu``, ``--memory``, ``--grace``). The
+scheduler validates the result; these parsers only catch what cannot be a request at all (exit 2).
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -15,11 +18,17 @@ import typer
 from libs.gpuctl.commands._options import parse_duration, parse_pairs, usage
 
 __all__ = [
+    "Argv",
+    "Command",
     "Constraint",
+    "Cpu",
+    "Env",
     "Gang",
     "Gpu",
+    "Grace",
     "Image",
     "Kind",
+    "Memory",
     "Mig",
     "Preemptible",
     "PublicIp",
@@ -31,7 +40,10 @@ __all__ = [
     "Units",
     "Urgency",
     "Vpc",
+    "Workdir",
+    "parse_cpu",
     "parse_image",
+    "parse_memory",
     "parse_resources",
 ]
 
@@ -50,6 +62,55 @@ Constraint = Annotated[list[str] | None, typer.Option(metavar="K=V", help="A GPU
 Preemptible = Annotated[bool | None, typer.Option("--preemptible", help="May be preempted.")]
 TimeLimit = Annotated[str | None, typer.Option(metavar="DURATION", help="At most this long: 90m, 2h, 3d.")]
 Gang = Annotated[str | None, typer.Option(metavar="POLICY", help="same_node or all_or_nothing.")]
+Command = Annotated[
+    str | None, typer.Option(metavar="CMD", help="What runs, split as a shell would: 'python train.py'.")
+]
+Argv = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="[-- CMD [ARG]...]", help="What runs, word for word, after '--'.", show_default=False
+    ),
+]
+Env = Annotated[list[str] | None, typer.Option(metavar="K=V", help="An environment variable (repeatable).")]
+Workdir = Annotated[str | None, typer.Option(metavar="PATH", help="Absolute working directory.")]
+Cpu = Annotated[
+    str | None, typer.Option(metavar="CORES", help="CPU limit: cores (1.5) or millicores (1500m).")
+]
+Memory = Annotated[
+    str | None, typer.Option(metavar="SIZE", help="Host memory limit: 16Gi, 512Mi, 2G or bytes.")
+]
+Grace = Annotated[str | None, typer.Option(metavar="DURATION", help="SIGTERM to SIGKILL on cancel: 30s.")]
+
+_CPU = re.compile(r"(\d+)m|(\d+(?:\.\d{1,3})?)")
+_MEMORY = re.compile(r"(\d+)(Ki|Mi|Gi|Ti|K|M|G|T)?")
+_MEMORY_UNITS = {
+    None: 1,
+    "K": 1000,
+    "M": 1000**2,
+    "G": 1000**3,
+    "T": 1000**4,
+    "Ki": 1024,
+    "Mi": 1024**2,
+    "Gi": 1024**3,
+    "Ti": 1024**4,
+}
+
+
+def parse_cpu(text: str) -> int:
+    """``1.5`` cores or ``1500m`` as millicores."""
+    match = _CPU.fullmatch(text.strip())
+    if match is None:
+        raise usage(f"{text!r}: give CPU as cores (1.5) or millicores (1500m)", field="cpu_millis")
+    millis, cores = match.groups()
+    return int(millis) if millis is not None else round(float(cores) * 1000)
+
+
+def parse_memory(text: str) -> int:
+    """``16Gi``, ``512Mi``, ``2G`` or plain bytes as bytes."""
+    match = _MEMORY.fullmatch(text.strip())
+    if match is None:
+        raise usage(f"{text!r}: give memory as 16Gi, 512Mi, 2G or bytes", field="memory_bytes")
+    return int(match.group(1)) * _MEMORY_UNITS[match.group(2)]
 
 
 def parse_image(text: str) -> dict[str, str]:
@@ -99,6 +160,13 @@ class SpecFlags:
     preemptible: bool | None = None
     time_limit: str | None = None
     gang: str | None = None
+    command: str | None = None
+    argv: list[str] | None = None
+    env: list[str] | None = None
+    workdir: str | None = None
+    cpu: str | None = None
+    memory: str | None = None
+    grace: str | None = None
 
     def image_step(self) -> dict[str, str] | None:
         """Step 1, if given."""
@@ -130,12 +198,38 @@ class SpecFlags:
             out["constraints"] = parse_pairs(self.constraint, field="constraint")
         if self.time_limit is not None:
             out["time_limit_s"] = int(parse_duration(self.time_limit, field="time_limit").total_seconds())
-        return {k: v for k, v in out.items() if v is not None}
+        return {k: v for k, v in (out | self._run()).items() if v is not None}
+
+    def _run(self) -> dict[str, Any]:
+        """What runs, as far as given."""
+        out: dict[str, Any] = {
+            "command": self._command(),
+            "working_dir": self.workdir,
+            "cpu_millis": None if self.cpu is None else parse_cpu(self.cpu),
+            "memory_bytes": None if self.memory is None else parse_memory(self.memory),
+        }
+        if self.env:
+            out["env"] = parse_pairs(self.env, field="env")
+        if self.grace is not None:
+            out["grace_s"] = parse_duration(self.grace, field="grace_s").total_seconds()
+        return out
+
+    def _command(self) -> list[str] | None:
+        if self.command is not None and self.argv:
+            raise usage("give the command as --command or after '--', not both", field="command")
+        if self.argv:
+            return list(self.argv)
+        if self.command is None:
+            return None
+        try:
+            return shlex.split(self.command)
+        except ValueError as exc:
+            raise usage(f"--command {self.command!r}: {exc}", field="command") from None
 
     def body(self, base: dict[str, Any]) -> dict[str, Any]:
         """A one-shot request: ``base`` (a spec file) with every given flag laid over it."""
         body = {**base, **self.options()}
-        for key in ("tags", "constraints"):
+        for key in ("tags", "constraints", "env"):
             if key in base and key in self.options():
                 body[key] = {**base[key], **self.options()[key]}
         for key, step in (("image", self.image_step()), ("resources", self.resources_step())):

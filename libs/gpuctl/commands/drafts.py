@@ -116,6 +116,13 @@ def create(
     preemptible: spec.Preemptible = None,
     time_limit: spec.TimeLimit = None,
     gang: spec.Gang = None,
+    command: spec.Command = None,
+    env: spec.Env = None,
+    workdir: spec.Workdir = None,
+    cpu: spec.Cpu = None,
+    memory: spec.Memory = None,
+    grace: spec.Grace = None,
+    argv: spec.Argv = None,
     tenant: Tenant = None,
     output: Output = Format.TABLE,
 ) -> None:
@@ -128,7 +135,8 @@ def create(
     flags = spec.SpecFlags(
         image=image, gpu=gpu, mig=mig, units=units, vpc=vpc, subnet=subnet, sg=sg, public_ip=public_ip,
         kind=kind, urgency=urgency, tag=tag, constraint=constraint, preemptible=preemptible,
-        time_limit=time_limit, gang=gang,
+        time_limit=time_limit, gang=gang, command=command, argv=argv, env=env, workdir=workdir, cpu=cpu,
+        memory=memory, grace=grace,
     )  # fmt: skip
     _require_flags(session, flags)
     draft = client.post(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +19,15 @@ from libs.gpuctl.commands._options import Tenant, usage
 from libs.gpuctl.render import Column, Format, Output, age, cell_text, emit, fields, table, when
 from libs.gpuctl.session import session_of
 
-__all__ = ["describe_view", "ls_view", "priority_view", "register", "resources_text"]
+__all__ = [
+    "describe_view",
+    "exit_text",
+    "host_text",
+    "ls_view",
+    "priority_view",
+    "register",
+    "resources_text",
+]
 
 _STATES = ("queued", "migrating", "placed", "running", "completed", "failed", "cancelled", "preempted")
 
@@ -48,6 +57,31 @@ def resources_text(resources: dict[str, Any] | None) -> str:
 def _image(w: dict[str, Any]) -> str:
     image = (w.get("spec") or {}).get("image") or {}
     return f"{image.get('name')}:{image.get('version')}" if image else "-"
+
+
+def _command(w: dict[str, Any]) -> str:
+    run = w.get("run") or {}
+    return shlex.join([*(run.get("command") or []), *(run.get("args") or [])]) or "-"
+
+
+def host_text(host: dict[str, Any] | None) -> str:
+    """``pid 4242 (process)``, ``container 3f2a... (podman)``: where the current run lives on its host."""
+    if not host:
+        return "-"
+    where = f"pid {host['pid']}" if host.get("pid") is not None else f"container {host.get('container_id')}"
+    return f"{where} ({host['runner']})" if host.get("runner") else where
+
+
+def exit_text(exited: dict[str, Any] | None) -> str:
+    """``failed, exit code 3``, ``cancelled, signal 15``: how the host says the run ended."""
+    if not exited:
+        return "-"
+    parts = [exited.get("reason") or "exited"]
+    if exited.get("code") is not None:
+        parts.append(f"exit code {exited['code']}")
+    if exited.get("signal") is not None:
+        parts.append(f"signal {exited['signal']}")
+    return ", ".join(parts)
 
 
 def _waiting(w: dict[str, Any]) -> str:
@@ -83,6 +117,8 @@ def describe_view(w: dict[str, Any]) -> RenderableType:
             ("Kind", w["kind"]),
             ("State", w["state"]),
             ("Image", _image(w)),
+            ("Image ref", (w.get("run") or {}).get("image")),
+            ("Command", _command(w)),
             ("Resources", resources_text(s.get("resources"))),
             ("Network", " ".join(f"{k}={network[k]}" for k in sorted(network)) or "-"),
             ("Urgency", w["urgency"]),
@@ -97,6 +133,8 @@ def describe_view(w: dict[str, Any]) -> RenderableType:
             ("Ended", when(w.get("ended_at"))),
             ("Outcome", w.get("outcome")),
             ("Reason", w.get("reason")),
+            ("Host", host_text(w.get("host"))),
+            ("Exit", exit_text(w.get("exit"))),
         ]
     )
 
@@ -132,6 +170,13 @@ def submit(
     preemptible: spec.Preemptible = None,
     time_limit: spec.TimeLimit = None,
     gang: spec.Gang = None,
+    command: spec.Command = None,
+    env: spec.Env = None,
+    workdir: spec.Workdir = None,
+    cpu: spec.Cpu = None,
+    memory: spec.Memory = None,
+    grace: spec.Grace = None,
+    argv: spec.Argv = None,
     tenant: Tenant = None,
     output: Output = Format.TABLE,
 ) -> None:
@@ -143,7 +188,8 @@ def submit(
     flags = spec.SpecFlags(
         image=image, gpu=gpu, mig=mig, units=units, vpc=vpc, subnet=subnet, sg=sg, public_ip=public_ip,
         kind=kind, urgency=urgency, tag=tag, constraint=constraint, preemptible=preemptible,
-        time_limit=time_limit, gang=gang,
+        time_limit=time_limit, gang=gang, command=command, argv=argv, env=env, workdir=workdir, cpu=cpu,
+        memory=memory, grace=grace,
     )  # fmt: skip
     body = flags.body(_spec_file(file))
     body.setdefault("kind", "job")

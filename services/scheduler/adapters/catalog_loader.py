@@ -1,8 +1,11 @@
-"""Loading the image catalog: the packaged images.yaml (beside this module) parsed into the domain model."""
+"""Loading the image catalog: the packaged images.yaml (beside this module), or an operator's file, parsed
+into the domain model with any single references overridden."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import resources
+from pathlib import Path
 
 import yaml
 
@@ -10,7 +13,7 @@ from libs.common.gpu_models import model_names
 from services.scheduler.domain.catalog import CatalogImage, ImageCatalog
 from services.scheduler.domain.gpu_models import GpuModels
 
-__all__ = ["load_default_catalog", "load_gpu_models", "parse_catalog"]
+__all__ = ["load_catalog", "load_default_catalog", "load_gpu_models", "parse_catalog"]
 
 
 def parse_catalog(text: str) -> ImageCatalog:
@@ -24,6 +27,13 @@ def load_default_catalog() -> ImageCatalog:
     """Read the packaged images.yaml; called by the composition root, never at import time."""
     text = resources.files("services.scheduler.adapters").joinpath("images.yaml").read_text(encoding="utf-8")
     return parse_catalog(text)
+
+
+def load_catalog(*, file: Path | None, references: Mapping[str, str]) -> ImageCatalog:
+    """The catalog of ``file`` (None: the packaged one), with ``references`` ("name:version" -> OCI
+    reference) resolved instead of the file's; ValueError naming a reference no image version has."""
+    catalog = load_default_catalog() if file is None else parse_catalog(file.read_text(encoding="utf-8"))
+    return catalog.with_references(references) if references else catalog
 
 
 def load_gpu_models() -> GpuModels:

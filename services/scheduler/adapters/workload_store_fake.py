@@ -17,7 +17,14 @@ from typing import Any, TypeVar
 
 from libs.common.db.uow import OutboxRow
 from services.scheduler.adapters.fleet_store_fake import FakeFleetStore
-from services.scheduler.domain.stored import RunEnd, RunStart, StoredPlacement, StoredWorkload
+from services.scheduler.domain.stored import (
+    RunEnd,
+    RunExit,
+    RunHost,
+    RunStart,
+    StoredPlacement,
+    StoredWorkload,
+)
 
 __all__ = ["FakeWorkloadStore", "UniqueViolation"]
 
@@ -92,6 +99,7 @@ class FakeWorkloadStore:
             outcome=None,
             reason="",
             traceparent=row.get("traceparent"),
+            run_spec=_jsonb(row.get("run_spec")),
         )
         self.outbox.extend(outbox)
         self.wake_pending = True
@@ -108,10 +116,13 @@ class FakeWorkloadStore:
     async def set_state(
         self, workload_id: str, *, state: str, placement_id: str | None, priority: float | None = None
     ) -> None:
-        """Move a workload to a non-terminal state, its queue facts cleared."""
+        """Move a workload to a non-terminal state, its queue facts cleared (its run's host facts too when
+        the placement changes)."""
         if (w := self.workloads.get(workload_id)) is not None:
+            facts = {} if w.placement_id == placement_id else _NO_RUN_FACTS
             self.workloads[workload_id] = replace(
                 w,
+                **facts,
                 state=state,
                 placement_id=placement_id,
                 wait_reason=None,
@@ -185,9 +196,13 @@ class FakeWorkloadStore:
         self.placements[placement_id] = replace(p, preempt_deadline=deadline, preempted_for=preempted_for)
         return _fresh(self.placements[placement_id])
 
-    async def start_run(self, workload_id: str, *, placement_id: str, at: datetime) -> RunStart | None:
-        """Mark the current placement started (once) and the workload running; None when the report is
-        stale (not the workload's placement, or the workload not placed)."""
+    async def start_run(
+        self, workload_id: str, *, placement_id: str, at: datetime, host: RunHost | None = None
+    ) -> RunStart | None:
+        """Mark the current placement started (once) and the workload running with the host's process or
+        container; None when the report is stale (not the workload's placement, or the workload not
+        placed)."""
+        h = host or RunHost()
         w = self.workloads.get(workload_id)
         if w is None or w.placement_id != placement_id or w.state != "placed":
             return None
@@ -195,15 +210,30 @@ class FakeWorkloadStore:
         if p is not None and p.started_at is None:
             self.placements[placement_id] = replace(p, started_at=at)
         self.workloads[workload_id] = replace(
-            w, state="running", wait_reason=None, position=None, estimated_start=None
+            w,
+            state="running",
+            wait_reason=None,
+            position=None,
+            estimated_start=None,
+            host_pid=h.pid,
+            host_container_id=h.container_id,
+            host_runner=h.runner,
         )
         return RunStart(tenant_id=w.tenant_id, traceparent=w.traceparent)
 
     async def end_run(
-        self, workload_id: str, *, placement_id: str, outcome: str, reason: str, at: datetime
+        self,
+        workload_id: str,
+        *,
+        placement_id: str,
+        outcome: str,
+        reason: str,
+        at: datetime,
+        exit_facts: RunExit | None = None,
     ) -> RunEnd | None:
-        """End the current placement (placed or running) and the workload, free its slots, answer the
-        tenant's usage and wake the placer; None when the report is stale or the placement had ended."""
+        """End the current placement (placed or running) and the workload with the host's exit facts,
+        free its slots, answer the tenant's usage and wake the placer; None when the report is stale or
+        the placement had ended."""
         w = self.workloads.get(workload_id)
         if w is None or w.placement_id != placement_id or w.state not in ("placed", "running"):
             return None
@@ -212,7 +242,8 @@ class FakeWorkloadStore:
         if p is None or p.ended_at is not None:
             return None
         self.placements[placement_id] = replace(p, ended_at=at, outcome=outcome, quota_released=False)
-        self.workloads[workload_id] = _ended(w, state=outcome, outcome=outcome, reason=reason, at=at)
+        ended = _ended(w, state=outcome, outcome=outcome, reason=reason, at=at)
+        self.workloads[workload_id] = _with_exit(ended, exit_facts or RunExit())
         self.wake_pending = True
         usage = self._usage_of(w.tenant_id)
         return RunEnd(
@@ -225,6 +256,15 @@ class FakeWorkloadStore:
             as_of=None if usage is None else usage[1],
         )
 
+    async def record_exit(self, workload_id: str, *, placement_id: str, exit_facts: RunExit) -> bool:
+        """Keep the host's exit facts on a workload already ended (completed, failed, cancelled) on this
+        placement; False otherwise."""
+        w = self.workloads.get(workload_id)
+        if w is None or w.placement_id != placement_id or w.state not in _ENDED:
+            return False
+        self.workloads[workload_id] = _with_exit(w, exit_facts)
+        return True
+
     async def wake_placer(self) -> None:
         """Wake the placer when the unit of work commits."""
         self.wake_pending = True
@@ -235,6 +275,16 @@ class FakeWorkloadStore:
 
     def _free(self, placement_id: str) -> None:
         self.held = {k: pid for k, pid in self.held.items() if pid != placement_id}
+
+
+_ENDED = frozenset({"completed", "failed", "cancelled"})
+_NO_RUN_FACTS: dict[str, Any] = dict.fromkeys(
+    ("host_pid", "host_container_id", "host_runner", "exit_reason", "exit_code", "exit_signal")
+)
+
+
+def _with_exit(w: StoredWorkload, facts: RunExit) -> StoredWorkload:
+    return replace(w, exit_reason=facts.reason, exit_code=facts.code, exit_signal=facts.signal)
 
 
 def _ended(w: StoredWorkload, *, state: str, outcome: str, reason: str, at: datetime) -> StoredWorkload:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from libs.common.events.agent import ExitReason
 from services.scheduler.domain.creation import CreationOptions, ImageStep, NetworkStep
 from services.scheduler.domain.model import ResourceRequest
 from services.scheduler.domain.stored import StoredWorkload
@@ -16,14 +17,49 @@ __all__ = [
     "DraftIn",
     "DraftOut",
     "DraftStepIn",
+    "ExitOut",
+    "HostOut",
     "PriorityOut",
     "QueueEntryOut",
     "QuotaIn",
     "QuotaOut",
+    "RunOut",
     "ShareIn",
     "ShareOut",
     "WorkloadOut",
 ]
+
+
+class RunOut(BaseModel):
+    """What the workload runs, as placed: the image resolved from the catalog, argv, env and limits."""
+
+    image: str | None = Field(description="OCI image reference the catalog's name:version resolved to.")
+    command: list[str]
+    args: list[str]
+    env: dict[str, str]
+    working_dir: str | None
+    cpu_millis: int | None = Field(description="CPU limit in millicores (1000 = one core).")
+    memory_bytes: int | None = Field(description="Host memory limit.")
+    time_limit_s: float | None
+    grace_s: float = Field(description="SIGTERM to SIGKILL wait on cancel or preemption.")
+
+
+class HostOut(BaseModel):
+    """The host's facts about the current placement's run, once it started."""
+
+    pid: int | None = Field(description="Process id on the host (process runner).")
+    container_id: str | None = Field(description="Container id (container runner).")
+    runner: str | None = Field(description="simulated, process or podman.")
+
+
+class ExitOut(BaseModel):
+    """How the current placement's run exited, as the host reported it."""
+
+    reason: ExitReason | None = Field(
+        description="succeeded, failed, oom_killed, time_limit, cancelled or preempted."
+    )
+    code: int | None = Field(description="The process's exit status, if it exited.")
+    signal: int | None = Field(description="The signal that ended it, if one did.")
 
 
 class WorkloadOut(BaseModel):
@@ -46,11 +82,31 @@ class WorkloadOut(BaseModel):
     ended_at: datetime | None
     outcome: str | None
     reason: str
+    run: RunOut | None = Field(default=None, description="What runs; null for a workload from before.")
+    host: HostOut | None = Field(default=None, description="Its process or container once running.")
+    exit: ExitOut | None = Field(default=None, description="How its run exited, once the host said.")
 
     @classmethod
     def of(cls, stored: StoredWorkload) -> WorkloadOut:
         """From a stored workload."""
-        return cls.model_validate(stored, from_attributes=True)
+        update = {"run": _run_out(stored), "host": _host_out(stored), "exit": _exit_out(stored)}
+        return cls.model_validate(stored, from_attributes=True).model_copy(update=update)
+
+
+def _run_out(s: StoredWorkload) -> RunOut | None:
+    return None if s.run_spec is None else RunOut.model_validate(s.run_spec)
+
+
+def _host_out(s: StoredWorkload) -> HostOut | None:
+    if (s.host_pid, s.host_container_id, s.host_runner) == (None, None, None):
+        return None
+    return HostOut(pid=s.host_pid, container_id=s.host_container_id, runner=s.host_runner)
+
+
+def _exit_out(s: StoredWorkload) -> ExitOut | None:
+    if (s.exit_reason, s.exit_code, s.exit_signal) == (None, None, None):
+        return None
+    return ExitOut.model_validate({"reason": s.exit_reason, "code": s.exit_code, "signal": s.exit_signal})
 
 
 class QueueEntryOut(BaseModel):

@@ -121,6 +121,11 @@ async def explain_priority(workload_id: str, request: Request, caller: Caller) -
 async def images(request: Request, caller: Caller) -> list[dict[str, Any]]:
     catalog = ctx_of(request).catalog
     return [
-        {"name": i.name, "framework": i.framework, "versions": list(i.versions)}
+        {
+            "name": i.name,
+            "framework": i.framework,
+            "versions": list(i.versions),
+            "references": dict(i.references),
+        }
         for i in catalog.images.values()
     ]

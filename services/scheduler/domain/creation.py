@@ -13,6 +13,17 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from services.scheduler.domain.catalog import ImageCatalog
 from services.scheduler.domain.errors import ValidationError
 from services.scheduler.domain.model import GangPolicy, ResourceRequest, Workload, WorkloadKind
+from services.scheduler.domain.run import (
+    DEFAULT_GRACE_S,
+    Argv,
+    CpuMillis,
+    Env,
+    GraceSeconds,
+    MemoryBytes,
+    RunRequest,
+    WorkingDir,
+    run_size_problem,
+)
 
 __all__ = [
     "MAX_CONSTRAINTS",
@@ -31,6 +42,7 @@ __all__ = [
     "apply_step",
     "complete_draft",
     "parse_spec",
+    "run_of",
     "to_workload",
 ]
 
@@ -129,6 +141,13 @@ class CreationOptions(BaseModel):
     time_limit_s: int | None = Field(default=None, ge=60, le=90 * 86400)
     gang: GangPolicy = GangPolicy.SAME_NODE
     constraints: Constraints = Field(default_factory=dict)
+    command: Argv = Field(default_factory=list)
+    args: Argv = Field(default_factory=list)
+    env: Env = Field(default_factory=dict)
+    working_dir: WorkingDir | None = None
+    cpu_millis: CpuMillis | None = None
+    memory_bytes: MemoryBytes | None = None
+    grace_s: GraceSeconds = DEFAULT_GRACE_S
 
 
 class CreationSpec(CreationOptions):
@@ -177,6 +196,9 @@ def parse_spec(raw: Mapping[str, Any], *, catalog: ImageCatalog) -> CreationSpec
     except pydantic.ValidationError as exc:
         raise _first_error(exc) from None
     _check_image(spec.image, catalog=catalog)
+    problem = run_size_problem(command=spec.command, args=spec.args, env=spec.env)
+    if problem is not None:
+        raise ValidationError(field=problem[0], message=problem[1])
     return spec
 
 
@@ -228,4 +250,19 @@ def to_workload(spec: CreationSpec, *, workload_id: str, tenant: str, now: datet
         time_limit=limit,
         gang=spec.gang,
         constraints=spec.constraints,
+    )
+
+
+def run_of(spec: CreationSpec, *, catalog: ImageCatalog) -> RunRequest:
+    """What a validated spec runs: its image resolved to the catalog's OCI reference, argv, env, limits."""
+    return RunRequest(
+        image=catalog.reference(name=spec.image.name, version=spec.image.version),
+        command=tuple(spec.command),
+        args=tuple(spec.args),
+        env=dict(spec.env),
+        working_dir=spec.working_dir,
+        cpu_millis=spec.cpu_millis,
+        memory_bytes=spec.memory_bytes,
+        time_limit_s=float(spec.time_limit_s) if spec.time_limit_s is not None else None,
+        grace_s=spec.grace_s,
     )

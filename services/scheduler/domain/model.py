@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.scheduler.domain.errors import InvalidTransition
+from services.scheduler.domain.run import RunRequest
 
 __all__ = [
     "TERMINAL_STATES",
@@ -104,6 +105,7 @@ class Workload(BaseModel):
     gang: GangPolicy = GangPolicy.SAME_NODE
     constraints: Mapping[str, str] = Field(default_factory=dict, description="GPU labels that must match")
     state: WorkloadState = WorkloadState.SUBMITTED
+    run: RunRequest | None = Field(default=None, description="what runs; None for a workload stored without")
 
 
 _S = WorkloadState

@@ -17,6 +17,8 @@ __all__ = [
     "FairShareInputs",
     "PolicySnapshot",
     "RunEnd",
+    "RunExit",
+    "RunHost",
     "RunStart",
     "StoredDraft",
     "StoredGpu",
@@ -59,6 +61,16 @@ class StoredWorkload:
     outcome: str | None
     reason: str
     traceparent: str | None
+    #: What runs (RunRequest's fields, the image resolved at submission); None for a row from before.
+    run_spec: dict[str, Any] | None = None
+    #: The host's facts about the current placement's run: set when it starts, cleared when re-placed.
+    host_pid: int | None = None
+    host_container_id: str | None = None
+    host_runner: str | None = None
+    #: How the current placement's run exited, from the host (also after a cancel ended the workload).
+    exit_reason: str | None = None
+    exit_code: int | None = None
+    exit_signal: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +123,28 @@ class RunStart:
 
     tenant_id: str
     traceparent: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunHost:
+    """What the host says of a run it started: its process or container and the runner."""
+
+    pid: int | None = None
+    container_id: str | None = None
+    runner: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunExit:
+    """What the host says of a run that exited: why, its exit status, the signal that ended it."""
+
+    reason: str | None = None
+    code: int | None = None
+    signal: int | None = None
+
+    def known(self) -> bool:
+        """Whether the host said anything (an agent before these facts says nothing)."""
+        return not (self.reason is None and self.code is None and self.signal is None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from typing import Any
 from libs.common.db.uow import outbox_row
 from libs.common.events.scheduler import (
     AllocationItem,
+    RunSpec,
     WorkloadEndedV1,
     WorkloadMigratingV1,
     WorkloadPlacedV1,
@@ -94,6 +95,7 @@ def _placed_event(p: Placement, w: Workload, *, pid: str, gpus: dict[str, GpuVie
         tags=dict(w.tags),
         duration_s=w.time_limit.total_seconds() if w.time_limit else None,
         priority=p.priority,
+        run=None if w.run is None else RunSpec.model_validate(w.run.model_dump()),
     )
 
 

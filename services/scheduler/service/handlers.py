@@ -14,6 +14,7 @@ from libs.common.events.recovery import MigrationRequestedV1
 from libs.common.events.scheduler import WorkloadEndedV1, WorkloadRunningV1
 from services.scheduler.adapters.unit_of_work import PostgresSchedulerUnitOfWork
 from services.scheduler.domain.priority import DecayedUsage, accrue
+from services.scheduler.domain.stored import RunExit, RunHost
 from services.scheduler.service.trace import workload_trace
 from services.scheduler.service.unit_of_work import SchedulerUnitOfWork
 
@@ -76,7 +77,10 @@ def _host_time(event: WorkloadStartedV1 | WorkloadExitedV1 | MigrationStepV1, ct
 async def on_workload_started(event: WorkloadStartedV1, ctx: Context) -> None:
     # Only the current placement counts: a late report about an old one changes nothing.
     at = _host_time(event, ctx)
-    row = await ctx.uow.workloads.start_run(event.workload_id, placement_id=event.placement_id, at=at)
+    host = RunHost(pid=event.pid, container_id=event.container_id, runner=event.runner)
+    row = await ctx.uow.workloads.start_run(
+        event.workload_id, placement_id=event.placement_id, at=at, host=host
+    )
     if row is None:
         return
     running = WorkloadRunningV1(
@@ -108,14 +112,20 @@ async def on_migration_step(event: MigrationStepV1, ctx: Context) -> None:
 
 async def on_workload_exited(event: WorkloadExitedV1, ctx: Context) -> None:
     store, at = ctx.uow.workloads, _host_time(event, ctx)
+    facts = RunExit(reason=event.exit_reason, code=event.exit_code, signal=event.signal)
     ended = await store.end_run(
         event.workload_id,
         placement_id=event.placement_id,
         outcome=event.outcome,
         reason=event.reason,
         at=at,
+        exit_facts=facts,
     )
     if ended is None:
+        # Ended already (a cancel ends a workload at once; its process exits after the grace): the
+        # host's facts still complete the workload's terminal view. Nothing is charged or emitted again.
+        if facts.known():
+            await store.record_exit(event.workload_id, placement_id=event.placement_id, exit_facts=facts)
         return
     tenant = ended.tenant_id
     hours = max((at - (ended.started_at or ended.placed_at)).total_seconds(), 0.0) / 3600

@@ -16,6 +16,7 @@ from services.scheduler.domain.model import Workload
 from services.scheduler.domain.priority import DecayedUsage, FairShareBook
 from services.scheduler.domain.quota import QuotaLimits
 from services.scheduler.domain.rows import allocation_of, gpu_view, limits_of, workload_of
+from services.scheduler.domain.run import RunRequest
 from services.scheduler.domain.stored import FairShareInputs, StoredGpu, StoredWorkload
 from services.scheduler.service.context import SchedulerContext
 
@@ -74,8 +75,16 @@ class PassCache:
         """A waiting workload as the placement core sees it (spec parsed once per workload)."""
         w = self.workloads.get(stored.workload_id)
         if w is None or w.state.value != stored.state:
-            w = self.workloads[stored.workload_id] = workload_of(stored)
+            w = self.workloads[stored.workload_id] = _with_run(workload_of(stored), stored)
         return w
+
+
+def _with_run(workload: Workload, stored: StoredWorkload) -> Workload:
+    """The workload with the run stored beside its spec (resolved at submission: the image reference a
+    catalog change later does not move)."""
+    if stored.run_spec is None:
+        return workload
+    return workload.model_copy(update={"run": RunRequest.model_validate(stored.run_spec)})
 
 
 def fair_share_book(inputs: FairShareInputs, ctx: SchedulerContext, *, now: datetime) -> FairShareBook:

@@ -16,7 +16,7 @@ from services.scheduler.adapters.fleet_store import FleetStore
 from services.scheduler.adapters.postgres import Conn
 from services.scheduler.adapters.quota_store import RebuildNeeded
 from services.scheduler.adapters.workload_store import WorkloadStore
-from services.scheduler.domain.creation import CreationSpec
+from services.scheduler.domain.creation import CreationSpec, run_of
 from services.scheduler.domain.gpu_models import requested_model
 from services.scheduler.domain.model import GpuRequest, UnitsRequest
 from services.scheduler.domain.quota import DIMENSIONS, QuotaLimits, QuotaUsage, check, to_milli
@@ -126,6 +126,8 @@ async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> S
             "submitted_at": now,
             "priority": prio,
             "traceparent": current_traceparent(),
+            # Resolved now: a catalog changed later does not move what an accepted workload runs.
+            "run_spec": run_of(spec, catalog=ctx.catalog).model_dump(mode="json"),
         }
         submitted = WorkloadSubmittedV1(
             workload_id=wid,

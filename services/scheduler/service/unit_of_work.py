@@ -15,7 +15,14 @@ from typing import Any, Protocol
 from libs.common.db.uow import OutboxRow, UnitOfWork
 from services.scheduler.adapters.draft_store import DraftStore
 from services.scheduler.adapters.tenant_store import TenantStore
-from services.scheduler.domain.stored import RunEnd, RunStart, StoredPlacement, StoredWorkload
+from services.scheduler.domain.stored import (
+    RunEnd,
+    RunExit,
+    RunHost,
+    RunStart,
+    StoredPlacement,
+    StoredWorkload,
+)
 
 __all__ = ["FleetWrites", "SchedulerUnitOfWork", "WorkloadWrites"]
 
@@ -74,11 +81,22 @@ class WorkloadWrites(Protocol):
         self, placement_id: str, *, deadline: datetime, preempted_for: str
     ) -> StoredPlacement | None: ...
 
-    async def start_run(self, workload_id: str, *, placement_id: str, at: datetime) -> RunStart | None: ...
+    async def start_run(
+        self, workload_id: str, *, placement_id: str, at: datetime, host: RunHost | None = None
+    ) -> RunStart | None: ...
 
     async def end_run(
-        self, workload_id: str, *, placement_id: str, outcome: str, reason: str, at: datetime
+        self,
+        workload_id: str,
+        *,
+        placement_id: str,
+        outcome: str,
+        reason: str,
+        at: datetime,
+        exit_facts: RunExit | None = None,
     ) -> RunEnd | None: ...
+
+    async def record_exit(self, workload_id: str, *, placement_id: str, exit_facts: RunExit) -> bool: ...
 
     async def wake_placer(self) -> None: ...
 

@@ -111,8 +111,28 @@ LATEST: list[dict[str, Any]] = [
 ]
 
 
-def workload(workload_id: str, *, state: str = "queued", position: int | None = None) -> dict[str, Any]:
-    """A workload as the scheduler answers it."""
+RUN: dict[str, Any] = {
+    "image": "docker.io/pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime",
+    "command": ["python", "train.py"],
+    "args": ["--data", "/data/my set"],
+    "env": {"WANDB_MODE": "offline"},
+    "working_dir": "/workspace",
+    "cpu_millis": 4000,
+    "memory_bytes": 17179869184,
+    "time_limit_s": 3600.0,
+    "grace_s": 30.0,
+}
+
+
+def workload(
+    workload_id: str,
+    *,
+    state: str = "queued",
+    position: int | None = None,
+    host: dict[str, Any] | None = None,
+    exited: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A workload as the scheduler answers it (``host``, ``exited``: the host's facts, once it said)."""
     return {
         "workload_id": workload_id,
         "tenant_id": "acme",
@@ -137,6 +157,9 @@ def workload(workload_id: str, *, state: str = "queued", position: int | None = 
         "ended_at": None,
         "outcome": None,
         "reason": "",
+        "run": RUN,
+        "host": host,
+        "exit": exited,
     }
 
 

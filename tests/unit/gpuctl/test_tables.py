@@ -39,6 +39,18 @@ CASES = [
         [samples.workload("wl-2", position=1), samples.workload("wl-1", state="running")],
     ),
     Case("describe", ("describe", "wl-1"), "scheduler", "/v1/workloads/wl-1", samples.workload("wl-1")),
+    Case(
+        "describe_exited",
+        ("describe", "wl-4"),
+        "scheduler",
+        "/v1/workloads/wl-4",
+        samples.workload(
+            "wl-4",
+            state="failed",
+            host={"pid": 4242, "container_id": None, "runner": "process"},
+            exited={"reason": "oom_killed", "code": None, "signal": 9},
+        ),
+    ),
     Case("priority", ("priority", "wl-1"), "scheduler", "/v1/workloads/wl-1/priority", samples.PRIORITY),
     Case("costs", ("costs", "--by", "tag:team"), "billing", "/v1/costs", samples.COSTS),
     Case("silences", ("silence", "ls"), "alerting", "/v1/silences", samples.SILENCES),

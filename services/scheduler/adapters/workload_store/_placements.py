@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from libs.common.db.uow import OutboxRow, outbox_columns
-from services.scheduler.adapters.workload_store._base import Rows, as_json
+from services.scheduler.adapters.workload_store._base import CLEAR_RUN_FACTS, Rows, as_json
 from services.scheduler.domain.stored import CompletedRun, StoredPlacement, Unreleased, columns_of
 
 __all__ = ["PlacementRows"]
@@ -58,7 +58,7 @@ ORDER BY p.ended_at DESC LIMIT 500
 #: primary key refuses a slot held twice, the partial unique index a second live placement), workload
 #: states and outbox rows ($21: each outbox row's workload) are written; the relay's NOTIFY is delivered
 #: at commit. Any violation fails the whole statement. Answers the workloads placed.
-PLACE_MANY = """
+PLACE_MANY = f"""
 WITH q AS (
     SELECT workload_id FROM workloads WHERE workload_id = ANY($2::text[]) AND state = 'queued'
     ORDER BY workload_id FOR UPDATE
@@ -77,7 +77,7 @@ WITH q AS (
     WHERE v.pid IN (SELECT placement_id FROM p)
 ), w AS (
     UPDATE workloads w SET state = 'placed', placement_id = v.pid, wait_reason = NULL, position = NULL,
-        estimated_start = NULL, priority = v.prio
+        estimated_start = NULL, priority = v.prio, {CLEAR_RUN_FACTS}
     FROM unnest($2::text[], $1::text[], $9::float8[]) AS v(wid, pid, prio)
     WHERE w.workload_id = v.wid AND v.pid IN (SELECT placement_id FROM p)
 ), o AS (
@@ -88,7 +88,7 @@ WITH q AS (
     WHERE v.wid IN (SELECT workload_id FROM p)
     ORDER BY n
 )
-SELECT coalesce(array_agg(workload_id), '{}') AS placed, pg_notify('gpucloud_outbox', current_schema())
+SELECT coalesce(array_agg(workload_id), '{{}}') AS placed, pg_notify('gpucloud_outbox', current_schema())
 FROM p
 """
 

@@ -13,7 +13,7 @@ from services.scheduler.adapters.fleet_store import (
     fair_share_of,
     stored_quota,
 )
-from services.scheduler.adapters.workload_store._base import WAKE_CHANNEL, Rows
+from services.scheduler.adapters.workload_store._base import RUN_FACTS, WAKE_CHANNEL, Rows
 from services.scheduler.domain.stored import StoredWorkload, SubmitContext, columns_of
 
 __all__ = ["WorkloadRows"]
@@ -40,9 +40,11 @@ WHERE state IN ('queued', 'migrating') AND ($1::text IS NULL OR tenant_id = $1)
 ORDER BY position NULLS LAST, submitted_at, workload_id
 """
 COUNT_WAITING = "SELECT count(*) FROM workloads WHERE state IN ('queued', 'migrating')"
-SET_STATE = """
+#: The run's host facts are kept while the placement stays, forgotten when it changes.
+SET_STATE = f"""
 UPDATE workloads SET state = $2, placement_id = $3, wait_reason = NULL, position = NULL,
-    estimated_start = NULL, priority = coalesce($4, priority)
+    estimated_start = NULL, priority = coalesce($4, priority),
+    {", ".join(f"{c} = CASE WHEN placement_id IS NOT DISTINCT FROM $3 THEN {c} END" for c in RUN_FACTS)}
 WHERE workload_id = $1
 """
 END_WORKLOAD = """
@@ -74,13 +76,13 @@ FROM {FAIR_SHARE_SOURCES},
         SELECT reason FROM budget_stops WHERE tenant_id = $1 AND project = $2 AND month = $3
     ) b ON true
 """
-#: A submission as one statement (so one implicit transaction): the workload row, its outbox rows and
-#: both wake-ups (the placer's and the relay's, delivered at commit); returns the new row.
+#: A submission as one statement (so one implicit transaction): the workload row (its run spec $17), its
+#: outbox rows and both wake-ups (the placer's and the relay's, delivered at commit); returns the new row.
 SUBMIT = f"""
 WITH w AS (
     INSERT INTO workloads (workload_id, tenant_id, kind, state, spec, urgency, preemptible, tags,
-        submitted_at, priority, traceparent)
-    VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10)
+        submitted_at, priority, traceparent, run_spec)
+    VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10, $17)
     RETURNING {WORKLOAD}
 ), o AS (
     INSERT INTO outbox (event_id, topic, key, payload, traceparent)
@@ -123,6 +125,7 @@ class WorkloadRows(Rows):
             row.get("traceparent"),
             *outbox_columns(outbox),
             WAKE_CHANNEL,
+            row.get("run_spec"),
         )
         assert found is not None
         return StoredWorkload(*tuple(found)[:_WORKLOAD_WIDTH])
