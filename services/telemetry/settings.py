@@ -41,6 +41,26 @@ class TelemetrySettings(BaseServiceSettings):
         description="Directory for the agent's checkpoint of its placements and consumer positions, so "
         "a restart resumes there instead of replaying the whole scheduler topic (unset: full replay).",
     )
+    agent_runner: Literal["auto", "simulated", "process"] = Field(
+        default="auto",
+        description="What runs placed workloads: the simulator (needs a simulated fleet), host processes "
+        "under a supervisor each, or auto (simulated with a simulated fleet, else process).",
+    )
+    agent_workload_dir: Path | None = Field(
+        default=None,
+        description="Process runner: root of the per-workload state directories (unset: <AGENT_STATE_DIR>"
+        "/workloads, or gpucloud-agent-workloads in the temporary directory without a state dir).",
+    )
+    agent_log_quota_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=4096,
+        description="Process runner: stdout and stderr kept per workload (the older half is rotated out).",
+    )
+    agent_cgroup_root: Path | None = Field(
+        default=None,
+        description="Process runner: cgroup v2 group under which each workload gets its limited group "
+        "(unset: the agent's own cgroup; it must hold no processes for the kernel to enable controllers).",
+    )
     # The aggregator
     rollup_interval_s: float = Field(default=60.0, ge=1, le=3600, description="Rollup window length.")
     rollup_grace_s: float = Field(default=5.0, ge=0, description="Wait for late samples before a rollup.")

@@ -6,6 +6,7 @@ nothing, which is what lets the agent rebuild its state by replaying the schedul
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Set
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,9 +16,11 @@ from libs.common.events import Event
 from libs.common.events.agent import MigrationStepV1, WorkloadExitedV1, WorkloadStartedV1
 from libs.common.events.scheduler import WorkloadEndedV1, WorkloadMigratingV1, WorkloadPlacedV1
 from services.telemetry.service.agent.reports import Allocation
-from services.telemetry.service.agent.runner import RunnerReport, WorkloadRunner
+from services.telemetry.service.agent.runner import RunnerReport, StopReason, WorkloadRunner
 
 __all__ = ["Placement", "PlacementBook"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -39,6 +42,8 @@ class PlacementBook:
         self._gpus = gpus
         self._placements: dict[str, Placement] = {}
         self._migrating_to: dict[str, str] = {}  # workload id -> placement id it moves to
+        # Ended by the scheduler (cancel, preemption) with the host's exit still to be told by the runner.
+        self._stopping: dict[str, Placement] = {}
 
     def allocations(self) -> dict[str, Allocation]:
         """GPU uuid -> (workload id, tenant id), to label samples."""
@@ -54,7 +59,11 @@ class PlacementBook:
         A workload not held is exactly as if none of its events had been applied, which is what lets
         the agent's checkpoint keep the events of held workloads only (see adapters/agent/checkpoint.py).
         """
-        return workload_id in self._placements or workload_id in self._migrating_to
+        return (
+            workload_id in self._placements
+            or workload_id in self._migrating_to
+            or workload_id in self._stopping
+        )
 
     def apply(self, event: Event, *, at: datetime) -> None:
         """Apply one scheduler event (others are ignored)."""
@@ -82,16 +91,27 @@ class PlacementBook:
         if not gpus:
             return
         new = Placement(event.workload_id, event.tenant_id, event.placement_id, event.node, gpus)
+        mine = [a for a in event.allocations if a.gpu_uuid in self._gpus]
         if current is not None and moving:
-            self._runner.migrate(workload_id=event.workload_id, target_gpu_uuids=gpus, at=at)
+            self._runner.migrate(
+                workload_id=event.workload_id,
+                placement_id=event.placement_id,
+                target_gpu_uuids=gpus,
+                allocations=mine,
+                at=at,
+            )
         else:
             if current is not None:
-                self._runner.stop(workload_id=event.workload_id)
+                self._runner.stop(workload_id=event.workload_id, reason="moved")
             self._runner.start(
                 workload_id=event.workload_id,
+                tenant_id=event.tenant_id,
+                placement_id=event.placement_id,
                 gpu_uuids=gpus,
+                allocations=mine,
                 profile=event.profile,
                 duration_s=event.duration_s,
+                run=event.run,
                 at=at,
             )
         self._placements[event.workload_id] = new
@@ -100,22 +120,43 @@ class PlacementBook:
         current = self._placements.get(event.workload_id)
         if current is None or current.placement_id != event.placement_id:
             return  # an older placement (e.g. the source of a migration) or not ours
-        self._runner.stop(workload_id=event.workload_id)
+        if self._runner.stop(workload_id=event.workload_id, reason=_STOPS.get(event.outcome, "cancelled")):
+            self._stopping[event.workload_id] = current
         del self._placements[event.workload_id]
 
     def reports(self, *, now: datetime) -> list[Event]:
         """Advance the runner to `now`; the agent events its reports become."""
         return [e for r in self._runner.poll(now=now) if (e := self._report(r)) is not None]
 
+    def _placement_of(self, report: RunnerReport) -> Placement | None:
+        """The placement a report is about: the current one, or one stopped with its exit to come."""
+        for book in (self._placements, self._stopping):
+            p = book.get(report.workload_id)
+            if p is not None and report.placement_id in (None, p.placement_id):
+                return p
+        return None
+
     def _report(self, report: RunnerReport) -> Event | None:
-        p = self._placements.get(report.workload_id)
+        p = self._placement_of(report)
         if p is None:
             return None
         wl, tenant, placement = p.workload_id, p.tenant_id, p.placement_id
+        stopped = self._stopping.get(wl) is p
         # Each report carries the instant the runner saw it happen (not this tick's): charges follow it.
         if report.event == "started":
+            if stopped:
+                return None  # ended by the scheduler before it was seen running
+            if report.reason:
+                log.info("workload %s started on %s: %s", wl, placement, report.reason)
             return WorkloadStartedV1(
-                workload_id=wl, tenant_id=tenant, placement_id=placement, node=p.node, at=report.at
+                workload_id=wl,
+                tenant_id=tenant,
+                placement_id=placement,
+                node=p.node,
+                at=report.at,
+                pid=report.pid,
+                container_id=report.container_id,
+                runner=report.runner,
             )
         if report.event == "progress":
             return MigrationStepV1(
@@ -127,7 +168,9 @@ class PlacementBook:
                 percent=int(min(max(report.percent or 0.0, 0.0), 100.0)),
                 at=report.at,
             )
-        del self._placements[report.workload_id]
+        for book in (self._placements, self._stopping):  # both, should a redelivered placed be in one
+            if (held := book.get(wl)) is not None and held.placement_id == placement:
+                del book[wl]
         return WorkloadExitedV1(
             workload_id=wl,
             tenant_id=tenant,
@@ -136,7 +179,14 @@ class PlacementBook:
             outcome="completed" if report.event == "finished" else "failed",
             reason=report.reason,
             at=report.at,
+            exit_reason=report.exit_reason,
+            exit_code=report.exit_code,
+            signal=report.signal,
         )
+
+
+#: How the scheduler's end of a placement is told to the runner (a stop's exit reason).
+_STOPS: dict[str, StopReason] = {"preempted": "preempted", "reclaimed": "preempted", "migrated": "moved"}
 
 
 _PHASES: dict[str, Literal["checkpoint", "transfer", "restore", "running"]] = {

@@ -1,36 +1,24 @@
 """The host side of workloads: the WorkloadRunner port and its simulated implementation.
 
-On a real host the natural WorkloadRunner is Kubernetes: ``start`` creates a Pod requesting
-``nvidia.com/gpu: N`` (or a MIG resource such as ``nvidia.com/mig-3g.40gb``) pinned to the node,
-``stop`` deletes it, ``migrate`` runs the job's checkpoint hook, copies the checkpoint and starts the
-Pod on the target with a restore hook, and ``poll`` turns Pod phase changes into reports. Only the
-simulated runner is implemented here.
+TELEMETRY_AGENT_RUNNER picks the implementation (setup.py): the simulated runner below plays workloads
+on a simulated fleet; the process runner (adapters/runner/process.py) runs the placement's command on
+this host under a per-workload supervisor. See docs/executors.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Protocol
 
+from libs.common.events.scheduler import AllocationItem, RunSpec
+from services.telemetry.adapters.runner.exits import StopReason
+from services.telemetry.adapters.runner.report import RunnerReport
 from services.telemetry.adapters.sim.fleet import SimFleet
 from services.telemetry.adapters.sim.physics import PROFILES, ProfileKind
 from services.telemetry.adapters.sim.workloads import WorkloadReport
 
-__all__ = ["RunnerReport", "SimWorkloadRunner", "WorkloadRunner"]
-
-
-@dataclass(frozen=True, slots=True)
-class RunnerReport:
-    """Something that happened to a workload on this host."""
-
-    workload_id: str
-    event: Literal["started", "finished", "failed", "progress"]
-    at: datetime
-    phase: str | None = None
-    percent: float | None = None
-    reason: str = ""
+__all__ = ["RunnerReport", "SimWorkloadRunner", "StopReason", "WorkloadRunner"]
 
 
 class WorkloadRunner(Protocol):
@@ -40,20 +28,34 @@ class WorkloadRunner(Protocol):
         self,
         *,
         workload_id: str,
+        tenant_id: str,
+        placement_id: str,
         gpu_uuids: Sequence[str],
+        allocations: Sequence[AllocationItem],
         profile: str,
         duration_s: float | None,
+        run: RunSpec | None,
         at: datetime,
     ) -> None:
-        """Start a workload on these GPUs (a job ends by itself after duration_s)."""
+        """Start a placement on these GPUs (of its allocations, those of this agent); starting the same
+        placement again changes nothing. A simulated job ends by itself after duration_s."""
         ...
 
-    def stop(self, *, workload_id: str) -> None:
-        """Stop a workload; reports nothing (the scheduler asked for it)."""
+    def stop(self, *, workload_id: str, reason: StopReason = "cancelled") -> bool:
+        """Stop a workload; True when its exit will still be reported (with this reason), False when
+        nothing more is (the simulator; a run never launched or already reported; a move)."""
         ...
 
-    def migrate(self, *, workload_id: str, target_gpu_uuids: Sequence[str], at: datetime) -> None:
-        """Checkpoint, transfer and restore a running workload onto other GPUs."""
+    def migrate(
+        self,
+        *,
+        workload_id: str,
+        placement_id: str,
+        target_gpu_uuids: Sequence[str],
+        allocations: Sequence[AllocationItem],
+        at: datetime,
+    ) -> None:
+        """Move a running workload onto other GPUs of this agent, as the new placement."""
         ...
 
     def set_profile(self, *, workload_id: str, profile: str) -> bool:
@@ -62,6 +64,10 @@ class WorkloadRunner(Protocol):
 
     def poll(self, *, now: datetime) -> list[RunnerReport]:
         """Reports since the previous poll, in order."""
+        ...
+
+    def delivered(self) -> None:
+        """The reports of every poll so far reached the broker: they need not be told again."""
         ...
 
 
@@ -88,9 +94,13 @@ class SimWorkloadRunner:
         self,
         *,
         workload_id: str,
+        tenant_id: str,
+        placement_id: str,
         gpu_uuids: Sequence[str],
+        allocations: Sequence[AllocationItem],
         profile: str,
         duration_s: float | None,
+        run: RunSpec | None,
         at: datetime,
     ) -> None:
         parts = [f"{workload_id}#{i}" for i in range(len(gpu_uuids))]
@@ -101,13 +111,25 @@ class SimWorkloadRunner:
         self._parts[workload_id] = parts
         self._kinds[workload_id] = _kind(profile)
 
-    def stop(self, *, workload_id: str) -> None:
+    def stop(self, *, workload_id: str, reason: StopReason = "cancelled") -> bool:
+        self._release(workload_id)
+        return False  # the simulator reports nothing of a stop
+
+    def _release(self, workload_id: str) -> None:
         for part in self._parts.pop(workload_id, []):
             self._fleet.release_workload(workload_id=part)
         self._started.discard(workload_id)
         self._interrupted.discard(workload_id)
 
-    def migrate(self, *, workload_id: str, target_gpu_uuids: Sequence[str], at: datetime) -> None:
+    def migrate(
+        self,
+        *,
+        workload_id: str,
+        placement_id: str,
+        target_gpu_uuids: Sequence[str],
+        allocations: Sequence[AllocationItem],
+        at: datetime,
+    ) -> None:
         if workload_id in self._interrupted:
             self._resume(workload_id, target_gpu_uuids=target_gpu_uuids, at=at)
             return
@@ -132,6 +154,9 @@ class SimWorkloadRunner:
                 wl.memory_bytes = int(PROFILES[kind].memory_fraction * total)
         return any(wl is not None for wl in parts)
 
+    def delivered(self) -> None:
+        return None  # nothing of the simulator's outlives the agent
+
     def poll(self, *, now: datetime) -> list[RunnerReport]:
         reports: list[RunnerReport] = []
         for r in self._fleet.advance(now=now):
@@ -155,12 +180,12 @@ class SimWorkloadRunner:
         parts = self._parts[workload_id]
         parts.remove(f"{workload_id}#{part}")
         if report.event == "failed":
-            self.stop(workload_id=workload_id)
+            self._release(workload_id)
             if (report.reason or "").startswith("XID "):
                 self._interrupted.add(workload_id)
                 return []
             return [RunnerReport(workload_id, "failed", report.at, reason=report.reason or "failed")]
         if parts:
             return []
-        self.stop(workload_id=workload_id)
+        self._release(workload_id)
         return [RunnerReport(workload_id, "finished", report.at, reason=report.reason or "completed")]

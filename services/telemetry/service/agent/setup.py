@@ -1,21 +1,36 @@
-"""What an agent process reads: NVML on a real host, or a simulated fleet from a fleet file."""
+"""What an agent process reads (NVML on a real host, or a simulated fleet from a fleet file) and what
+runs its workloads (TELEMETRY_AGENT_RUNNER: the simulator or host processes)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import logging
 import socket
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Literal, Protocol
 
 from services.telemetry.adapters.fleetfile import default_fleet, load_fleet_file
+from services.telemetry.adapters.runner.process import ProcessRunner
 from services.telemetry.adapters.sim import SimFleet, SimProbe
 from services.telemetry.domain.probe import GpuProbe, NodeDiscovery, ProbeError
-from services.telemetry.service.agent.runner import RunnerReport, SimWorkloadRunner, WorkloadRunner
+from services.telemetry.service.agent.runner import SimWorkloadRunner, WorkloadRunner
 
-__all__ = ["AgentSetup", "LabelOnlyRunner", "SetupSettings", "nvml_setup", "resolve_setup", "simulated_setup"]
+__all__ = [
+    "AgentSetup",
+    "RunnerSettings",
+    "SetupSettings",
+    "nvml_setup",
+    "process_runner",
+    "resolve_setup",
+    "simulated_setup",
+    "with_runner",
+    "workload_root",
+]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +46,25 @@ class SetupSettings(Protocol):
     def sim_speed(self) -> float: ...
     @property
     def agent_hostname(self) -> str | None: ...
+
+
+class RunnerSettings(Protocol):
+    """The settings that choose and configure the workload runner."""
+
+    @property
+    def agent_runner(self) -> Literal["auto", "simulated", "process"]: ...
+    @property
+    def agent_state_dir(self) -> Path | None: ...
+    @property
+    def agent_workload_dir(self) -> Path | None: ...
+    @property
+    def agent_log_quota_bytes(self) -> int: ...
+    @property
+    def agent_cgroup_root(self) -> Path | None: ...
+
+
+class AgentSettingsForSetup(SetupSettings, RunnerSettings, Protocol):
+    """Both."""
 
 
 @dataclass
@@ -50,33 +84,6 @@ class AgentSetup:
     def gpus(self) -> frozenset[str]:
         """Every GPU uuid this agent reads."""
         return frozenset(g.uuid for d in self.discoveries.values() for g in d.gpus)
-
-
-class LabelOnlyRunner:
-    """Real hosts: Kubernetes runs the Pods (see runner.py), so placements only label samples here."""
-
-    def start(
-        self,
-        *,
-        workload_id: str,
-        gpu_uuids: Sequence[str],
-        profile: str,
-        duration_s: float | None,
-        at: datetime,
-    ) -> None:
-        return None
-
-    def stop(self, *, workload_id: str) -> None:
-        return None
-
-    def migrate(self, *, workload_id: str, target_gpu_uuids: Sequence[str], at: datetime) -> None:
-        return None
-
-    def set_profile(self, *, workload_id: str, profile: str) -> bool:
-        return False
-
-    def poll(self, *, now: datetime) -> list[RunnerReport]:
-        return []
 
 
 async def simulated_setup(*, settings: SetupSettings, clock: Callable[[], datetime]) -> AgentSetup:
@@ -106,7 +113,7 @@ async def simulated_setup(*, settings: SetupSettings, clock: Callable[[], dateti
     )
 
 
-async def nvml_setup(*, settings: SetupSettings) -> AgentSetup:
+async def nvml_setup(*, settings: AgentSettingsForSetup) -> AgentSetup:
     """The local host's GPUs through NVML; raises ProbeError when NVML cannot work here."""
     from services.telemetry.adapters.nvml_probe import NvmlProbe  # imports pynvml only where it is used
 
@@ -116,19 +123,64 @@ async def nvml_setup(*, settings: SetupSettings) -> AgentSetup:
         source="nvml",
         probes={discovery.hostname: probe},
         discoveries={discovery.hostname: discovery},
-        runner=LabelOnlyRunner(),
+        runner=process_runner(settings=settings, discoveries={discovery.hostname: discovery}),
         models={g.uuid: g.model_name for g in discovery.gpus},
     )
 
 
-async def resolve_setup(*, settings: SetupSettings, clock: Callable[[], datetime]) -> AgentSetup:
-    """TELEMETRY_AGENT_MODE: nvml, simulated, or auto (NVML if it initialises, else simulated)."""
+async def resolve_setup(*, settings: AgentSettingsForSetup, clock: Callable[[], datetime]) -> AgentSetup:
+    """TELEMETRY_AGENT_MODE: nvml, simulated, or auto (NVML if it initialises, else simulated); then
+    TELEMETRY_AGENT_RUNNER picks what runs the workloads (with_runner)."""
     if settings.agent_mode == "simulated":
-        return await simulated_setup(settings=settings, clock=clock)
+        return with_runner(await simulated_setup(settings=settings, clock=clock), settings=settings)
     try:
-        return await nvml_setup(settings=settings)
+        return with_runner(await nvml_setup(settings=settings), settings=settings)
     except ProbeError as exc:
         if settings.agent_mode == "nvml":
             raise
         log.info("NVML unavailable (%s); simulating the fleet", exc)
-        return await simulated_setup(settings=settings, clock=clock)
+        return with_runner(await simulated_setup(settings=settings, clock=clock), settings=settings)
+
+
+def with_runner(setup: AgentSetup, *, settings: RunnerSettings) -> AgentSetup:
+    """The setup with the runner TELEMETRY_AGENT_RUNNER asks for: auto is the simulator on a simulated
+    fleet and the process runner on real GPUs; the simulator cannot play real GPUs."""
+    choice = settings.agent_runner
+    if choice == "auto":
+        choice = "simulated" if setup.fleet is not None else "process"
+    if choice == "simulated":
+        if setup.fleet is None:
+            raise ValueError(
+                "TELEMETRY_AGENT_RUNNER=simulated needs a simulated fleet (TELEMETRY_AGENT_MODE)"
+            )
+        return setup
+    if isinstance(setup.runner, ProcessRunner):
+        return setup
+    return dataclasses.replace(setup, runner=process_runner(settings=settings, discoveries=setup.discoveries))
+
+
+def workload_root(*, settings: RunnerSettings, discoveries: Mapping[str, NodeDiscovery]) -> Path:
+    """This agent's run directories: one folder per agent (its nodes' names and a digest of its GPUs)
+    under TELEMETRY_AGENT_WORKLOAD_DIR, else <AGENT_STATE_DIR>/workloads, else the temporary directory."""
+    if settings.agent_workload_dir is not None:
+        base = settings.agent_workload_dir
+    elif settings.agent_state_dir is not None:
+        base = settings.agent_state_dir / "workloads"
+    else:
+        base = Path(tempfile.gettempdir()) / "gpucloud-agent-workloads"
+    gpus = sorted(g.uuid for d in discoveries.values() for g in d.gpus)
+    digest = hashlib.sha256("\n".join(gpus).encode()).hexdigest()[:10]
+    return base / f"{sorted(discoveries)[0] if discoveries else 'agent'}-{digest}"
+
+
+def process_runner(*, settings: RunnerSettings, discoveries: Mapping[str, NodeDiscovery]) -> ProcessRunner:
+    """The process runner over these nodes' GPUs."""
+    root = workload_root(settings=settings, discoveries=discoveries)
+    if settings.agent_workload_dir is None and settings.agent_state_dir is None:
+        log.warning("no TELEMETRY_AGENT_STATE_DIR: workload state under %s (lost with the temp dir)", root)
+    return ProcessRunner(
+        root=root,
+        card_memory={g.uuid: g.memory_bytes for d in discoveries.values() for g in d.gpus if g.memory_bytes},
+        log_quota_bytes=settings.agent_log_quota_bytes,
+        cgroup_root=settings.agent_cgroup_root,
+    )
