@@ -79,8 +79,11 @@ async def test_billing_killed_mid_burst_and_restarted_ledger_equals_recomputed_u
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(timeout=20)
+    assert recon.pop("credits") == {"equal": True, "decisions": 0, "credited_micro": 0, "problems": []}
+    assert recon.pop("debit_micro") == recon.pop("credit_micro")  # the ledger balances
     assert recon == {
         "equal": True,
+        "balanced": True,
         "differences": [],
         "missing_keys": [],
         "unexpected_keys": [],
