@@ -27,7 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    CommitFailedError,
+    IllegalGenerationError,
+    KafkaError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
 from opentelemetry.trace import SpanKind
 
 from libs.common.bus.handlers import Handler, HandlerContext, Handlers
@@ -99,6 +105,10 @@ class _Item:
     error: str | None = None
     handler: Handler | None = field(default=None)
     failures: int = 0
+
+
+#: Commit errors that mean the group no longer knows this member's generation, not that the log is bad.
+_MEMBERSHIP_LOST = (CommitFailedError, UnknownMemberIdError, IllegalGenerationError, RebalanceInProgressError)
 
 
 class ConsumerRunner:
@@ -173,6 +183,11 @@ class ConsumerRunner:
                 await self._consumer.commit(offsets)
         except TimeoutError:
             self.health.failed(f"an offset commit did not complete within {self._commit_timeout_s:.0f}s")
+            raise _CommitStuck from None
+        except _MEMBERSHIP_LOST as exc:
+            # The group forgot this member (a broker restart, a rebalance): the next poll rejoins, and
+            # what was applied but not committed is fetched again and deduplicated by the inbox.
+            self.health.failed(f"offset commit refused, rejoining the group: {type(exc).__name__}")
             raise _CommitStuck from None
         except KafkaError as exc:
             self.health.failed(f"offset commit failed: {type(exc).__name__}: {exc}")
