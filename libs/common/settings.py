@@ -52,6 +52,13 @@ class BaseServiceSettings(BaseSettings):
         alias="STARTUP_CONNECT_TIMEOUT_S",
         description="How long start-up keeps retrying Postgres and Kafka while they refuse connections.",
     )
+    object_store_url: str = Field(
+        default="",
+        alias="OBJECT_STORE_URL",
+        description="Where workloads' logs, outputs and checkpoints go: file:///dir, s3://bucket[/prefix] "
+        "(endpoint: GPUCLOUD_OBJECT_STORE_ENDPOINT, credentials: AWS_*) or memory:// (one process only). "
+        "Empty: file://<temporary directory>/gpucloud-objects, which only processes of one host share.",
+    )
     redis_url: str = Field(default="redis://127.0.0.1:6379/0", alias="REDIS_URL")
     redis_prefix: str = Field(default="gpucloud:", alias="REDIS_PREFIX")
     admin_api_key: SecretStr | None = Field(default=None, alias="ADMIN_API_KEY")

@@ -309,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         "PYTHONUNBUFFERED": "1",
     }
     env.setdefault("ENVIRONMENT", "development")
+    # Workloads' logs, outputs and checkpoints: a local directory the agent writes and the API reads.
+    env.setdefault("OBJECT_STORE_URL", (args.run_dir / "objects").resolve().as_uri())
     # The embedded default simulates 16 nodes x 8 GPUs; an agent on a GPU host reads NVML instead.
     env.setdefault("TELEMETRY_FLEET_FILE", str(DEFAULT_FLEET))
     if broker is None:
