@@ -5,6 +5,7 @@ Everything of one workload is under ``<kind>/<workload id>/``, so retention and 
 - ``logs/<workload>/<placement>/<seq>-<unix ms>.log``: stdout and stderr as the agent shipped them, in
   chunks; ``seq`` (10 digits) orders them within a placement, ``unix ms`` is when the agent read the
   chunk (what ``since`` filters on). A placement's chunks concatenated are its log as the host kept it.
+  ``logs/<workload>/<placement>/end.json`` is written after the last chunk of a placement that ended.
 - ``outputs/<workload>/<placement>/files/<path>``: what the job left under ``$GPUCLOUD_OUTPUT_DIR``;
   ``outputs/<workload>/<placement>/manifest.json`` is written last, so a manifest means complete.
 - ``checkpoints/<workload>/<placement>/files/<path>`` and its ``manifest.json``, likewise: the
@@ -22,6 +23,7 @@ __all__ = [
     "checkpoint_manifest",
     "checkpoint_prefix",
     "log_chunk",
+    "log_end",
     "log_prefix",
     "output_file",
     "output_manifest",
@@ -55,6 +57,11 @@ def log_chunk(workload_id: str, placement_id: str, *, seq: int, unix_ms: int) ->
     if not 0 <= seq < 10**10:
         raise ValueError(f"log chunk seq {seq} out of range")
     return f"{log_prefix(workload_id, placement_id)}{seq:010d}-{unix_ms}.log"
+
+
+def log_end(workload_id: str, placement_id: str) -> str:
+    """Written after a placement's last chunk: nothing more will come (what a follower waits for)."""
+    return f"{log_prefix(workload_id, placement_id)}end.json"
 
 
 @dataclass(frozen=True, slots=True)
