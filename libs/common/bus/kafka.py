@@ -14,6 +14,7 @@ from libs.common.bus.quiet import quiet_client_logs
 from libs.common.events.topics import ALL_TOPICS, dlq
 
 __all__ = [
+    "CLOUDEVENTS_CONTENT_TYPE",
     "MAX_EVENT_BYTES",
     "MAX_RECORD_BYTES",
     "all_physical_topics",
@@ -26,6 +27,11 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: The CloudEvents Kafka protocol binding, structured content mode: every message's value is a whole
+#: CloudEvent in JSON (libs/common/events/envelope.py), and this header says so, so a client that knows the
+#: binding (a CloudEvents SDK, a connector) reads our topics without being told.
+CLOUDEVENTS_CONTENT_TYPE = ("content-type", b"application/cloudevents+json; charset=UTF-8")
 
 #: The largest event a service's producer (the outbox relay's) sends: Apache Kafka's default
 #: ``message.max.bytes`` (1 MiB), so that what passes on the embedded broker (which takes 8 MiB) passes on

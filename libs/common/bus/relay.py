@@ -42,6 +42,7 @@ from opentelemetry.trace import SpanKind
 from prometheus_client import Counter
 
 from libs.common.bus.incarnation import Outage, look
+from libs.common.bus.kafka import CLOUDEVENTS_CONTENT_TYPE
 from libs.common.db.leadership import Lease, lead
 from libs.common.db.pool import QUEUE_READS
 from libs.common.observability.metrics import EVENTS_PRODUCED, OUTBOX_BACKLOG
@@ -334,7 +335,11 @@ class OutboxRelay:
                     "messaging.message.id": str(row["event_id"]),
                 },
             ):
-                headers = [*kafka_headers(current_traceparent()), ("ce_id", str(row["event_id"]).encode())]
+                headers = [
+                    CLOUDEVENTS_CONTENT_TYPE,
+                    *kafka_headers(current_traceparent()),
+                    ("ce_id", str(row["event_id"]).encode()),
+                ]
                 try:
                     sent = await self._producer.send(
                         topic, value=bytes(row["payload"]), key=row["key"].encode(), headers=headers

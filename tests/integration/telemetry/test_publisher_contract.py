@@ -169,3 +169,37 @@ async def test_messages_of_two_topics_are_kept_apart(subject: Subject) -> None:
     assert _by_key(await subject.read(faults, 1)) == {NODES[0]: [(_partition_of(NODES[0]), b"fault")]}
     by_key = _by_key(await subject.read(samples, 3))
     assert by_key == {node: [(_partition_of(node), b"sample")] for node in NODES[:3]}
+
+
+async def test_every_message_of_the_real_publisher_says_it_is_a_structured_cloudevent(
+    isolation: Isolation,
+) -> None:
+    """The CloudEvents Kafka binding: a client we did not write knows the value's format from the header."""
+    bootstrap = isolation.infra.kafka
+    name = f"{isolation.topic_prefix}contract.headers"
+    await ensure_topics(bootstrap=bootstrap, topics=[name], partitions=PARTITIONS)
+    publisher = KafkaPublisher()
+    publisher.open(bootstrap=bootstrap, client_id="publisher-headers")
+    await publisher.start()
+    try:
+        await publisher.publish(name, [(b"node-a", b"{}"), (b"node-b", b"{}")])  # batches
+        publisher.queue(name, key=b"node-c", value=b"{}")  # one send
+        await publisher.flush()
+    finally:
+        await publisher.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    headers: list[dict[str, bytes]] = []
+    try:
+        consumer.assign([TopicPartition(name, p) for p in range(PARTITIONS)])
+        await consumer.seek_to_beginning()
+
+        async def all_read() -> bool:
+            for records in (await consumer.getmany(timeout_ms=200)).values():
+                headers.extend(dict(r.headers) for r in records)
+            return len(headers) >= 3
+
+        await eventually(all_read, timeout=30, what="3 messages")
+    finally:
+        await consumer.stop()
+    assert [h.get("content-type") for h in headers] == [b"application/cloudevents+json; charset=UTF-8"] * 3

@@ -13,9 +13,12 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.producer.message_accumulator import BatchBuilder
 
-from libs.common.bus.kafka import create_producer
+from libs.common.bus.kafka import CLOUDEVENTS_CONTENT_TYPE, create_producer
 
-__all__ = ["Publisher"]
+__all__ = ["HEADERS", "Publisher"]
+
+#: On every message the agent sends: its values are structured-mode CloudEvents, like the relay's.
+HEADERS = [CLOUDEVENTS_CONTENT_TYPE]
 
 
 class Publisher:
@@ -58,10 +61,11 @@ class Publisher:
             batch = open_batches.get(partition)
             if batch is None:
                 batch = open_batches[partition] = producer.create_batch()
-            if batch.append(key=key, value=value, timestamp=None) is None:  # full: send it, start another
+            appended = batch.append(key=key, value=value, timestamp=None, headers=HEADERS)
+            if appended is None:  # full: send it, start another
                 self._delivering.append(await producer.send_batch(batch, topic, partition=partition))
                 batch = open_batches[partition] = producer.create_batch()
-                if batch.append(key=key, value=value, timestamp=None) is None:
+                if batch.append(key=key, value=value, timestamp=None, headers=HEADERS) is None:
                     self.queue(topic, key=key, value=value)  # larger than a batch: send() says why
         for partition, batch in open_batches.items():
             self._delivering.append(await producer.send_batch(batch, topic, partition=partition))
@@ -69,7 +73,8 @@ class Publisher:
     def queue(self, topic: str, *, key: bytes, value: bytes) -> None:
         """Send one message (flush waits for its acknowledgement)."""
         assert self._producer is not None
-        self._pending.append(asyncio.ensure_future(self._producer.send(topic, value=value, key=key)))
+        sending = self._producer.send(topic, value=value, key=key, headers=HEADERS)
+        self._pending.append(asyncio.ensure_future(sending))
 
     async def flush(self) -> None:
         """Wait until every message of this tick is acknowledged by all in-sync replicas; raises the first
