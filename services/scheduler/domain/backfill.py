@@ -48,7 +48,7 @@ def reserve_head(
     added: list[tuple[str, str]] = []
     result: Reservation | None = None
     for end, alloc in releases:
-        fresh = index.add(g.key for g in alloc.grants)
+        fresh = index.add(g.key for g in alloc.grants if g.key not in head.avoid)
         added.extend(fresh)
         if not any(index.type_of(k) in wanted for k in fresh):
             continue

@@ -47,10 +47,12 @@ class SchedulerConfig:
 
 @dataclass(frozen=True, slots=True)
 class QueueEntry:
-    """A waiting workload and its priority, computed by the caller from priority.py."""
+    """A waiting workload and its priority, computed by the caller from priority.py; a migrating one
+    also names the GPUs it moves away from (they are hidden from it alone, never from the pass)."""
 
     workload: Workload
     priority: float
+    avoid_gpus: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

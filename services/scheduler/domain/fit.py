@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from services.scheduler.domain.cluster import Grant, SlotKind, SlotType
-from services.scheduler.domain.index import BinKey, FreeIndex, Signature
+from services.scheduler.domain.index import BinKey, FreeIndex, Signature, SlotKey
 from services.scheduler.domain.model import GangPolicy, GpuRequest, MigRequest, ResourceRequest, UnitsRequest
 
 __all__ = [
@@ -47,6 +47,8 @@ class Ask:
     options: tuple[Option, ...]
     sigs: tuple[Signature, ...]
     gang: GangPolicy
+    #: Slots it must not get, free or freed (a migration's target is never a GPU it moves away from).
+    avoid: frozenset[SlotKey] = frozenset()
 
 
 def _gpu_options(request: GpuRequest, types: Iterable[SlotType]) -> list[Option]:

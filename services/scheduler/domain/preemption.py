@@ -63,6 +63,9 @@ def propose_preemption(
 ) -> tuple[tuple[PreemptionProposal, ...], tuple[Grant, ...]] | None:
     """Victims whose slots (with free ones, used first) would fit the preemptor, and every slot it would get.
 
+    Slots the preemptor must avoid (GPUs its migration leaves) are never counted, so no one is evicted
+    from them for it.
+
     On success the free part of those slots stays taken out of the index, reserved for the preemptor.
     """
     victims = [
@@ -73,7 +76,7 @@ def propose_preemption(
     ]
     # Lowest priority added first, so it sits next to the truly free slots and is taken before others.
     victims.sort(key=lambda a: a.priority)
-    added = index.add(g.key for a in victims for g in a.grants)
+    added = index.add(g.key for a in victims for g in a.grants if g.key not in preemptor.avoid)
     found = find_plan(index, options=preemptor.options, sigs=preemptor.sigs, gang=preemptor.gang)
     grants = take_plan(index, found[1]) if found else ()
     index.remove(added)

@@ -20,6 +20,7 @@ from services.scheduler.domain.cluster import (
     Grant,
     SlotKind,
     SlotType,
+    slots_of,
 )
 from services.scheduler.domain.decisions import (
     Decisions,
@@ -124,16 +125,31 @@ class SchedulePass:
         if options is None:
             options = options_for(w.resources, self._types, training=training)
             self._options[(w.resources, training)] = options
-        return Ask(w.id, entry.priority, options, self._index.signatures(w.constraints), w.gang)
+        avoid = self._slots_on(entry.avoid_gpus) if entry.avoid_gpus else frozenset()
+        return Ask(w.id, entry.priority, options, self._index.signatures(w.constraints), w.gang, avoid)
+
+    def _slots_on(self, gpus: frozenset[str]) -> frozenset[SlotKey]:
+        """Every slot of these GPUs, free or not."""
+        return frozenset(g.key for gpu in self._state.gpus if gpu.uuid in gpus for _t, g in slots_of(gpu))
 
     def _decide(self, entry: QueueEntry, ask: Ask) -> None:
+        """Decide one entry; the GPUs a migration moves away from are closed to it alone, for its turn."""
+        if not ask.avoid:
+            return self._place_or_wait(entry, ask)
+        hidden = [k for k in ask.avoid if self._index.is_free(k)]
+        self._index.remove(hidden)
+        self._place_or_wait(entry, ask)
+        self._index.add(hidden)
+        return None
+
+    def _place_or_wait(self, entry: QueueEntry, ask: Ask) -> None:
         if not ask.options:
             return self._wait(entry, WaitReason.NO_MATCHING_GPU)
         if self._stopped:  # only the slot types a blocked workload waits for are closed to those behind it
             ask = replace(ask, options=tuple(o for o in ask.options if o.stype not in self._stopped))
             if not ask.options:
                 return self._wait(entry, WaitReason.CAPACITY)
-        lent = self._lend_aside(entry)
+        lent = self._lend_aside(entry, ask.avoid)
         found = find_plan(self._index, options=ask.options, sigs=ask.sigs, gang=ask.gang)
         reason = self._policy_block(entry, *found) if found else None
         grants = take_plan(self._index, found[1]) if found and reason is None else None
@@ -145,13 +161,18 @@ class SchedulePass:
         self._commit(entry, found[0], grants)
         return None
 
-    def _lend_aside(self, entry: QueueEntry) -> list[SlotKey]:
+    def _lend_aside(self, entry: QueueEntry, avoid: frozenset[SlotKey]) -> list[SlotKey]:
         """Reserved slots this workload may borrow because its time limit ends before they are needed."""
         limit = entry.workload.time_limit
         if not self._aside or limit is None:
             return []
         end = self._now + limit
-        return [k for start, keys in self._aside if end <= start for k in self._index.add(keys)]
+        return [
+            k
+            for start, keys in self._aside
+            if end <= start
+            for k in self._index.add(keys - avoid if avoid else keys)
+        ]
 
     def _policy_block(self, entry: QueueEntry, option: Option, plan: Plan) -> WaitReason | None:
         by_class: dict[PoolClass, float] = defaultdict(float)

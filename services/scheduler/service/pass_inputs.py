@@ -20,7 +20,7 @@ from services.scheduler.domain.run import RunRequest
 from services.scheduler.domain.stored import FairShareInputs, StoredGpu, StoredWorkload
 from services.scheduler.service.context import SchedulerContext
 
-__all__ = ["PassCache", "PassInputs", "fair_share_book", "load_book", "load_pass"]
+__all__ = ["PassCache", "PassInputs", "fair_share_book", "load_book", "load_pass", "queue_entry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,27 +49,21 @@ class PassCache:
 
     fleet_version: int | None = None
     gpu_rows: list[StoredGpu] = field(default_factory=list)
-    views: dict[frozenset[str], tuple[GpuView, ...]] = field(default_factory=dict)
-    bases: dict[frozenset[str], FreeIndex] = field(default_factory=dict)
+    views: tuple[GpuView, ...] | None = None
+    base: FreeIndex | None = None
     workloads: dict[str, Workload] = field(default_factory=dict)
 
-    def gpus(self, avoid: frozenset[str]) -> tuple[GpuView, ...]:
-        """The GPU view with ``avoid`` counted unhealthy."""
-        views = self.views.get(avoid)
-        if views is None:
-            if len(self.views) > 8:
-                self.views.clear()
-                self.bases.clear()
-            views = self.views[avoid] = tuple(gpu_view(r, avoid=avoid) for r in self.gpu_rows)
-        return views
+    def gpus(self) -> tuple[GpuView, ...]:
+        """The GPU view of the rows read, built once per fleet version."""
+        if self.views is None:
+            self.views = tuple(gpu_view(r) for r in self.gpu_rows)
+        return self.views
 
-    def base_index(self, avoid: frozenset[str]) -> FreeIndex:
-        """The free index of ``gpus(avoid)`` with nothing held, built once per GPU view."""
-        base = self.bases.get(avoid)
-        if base is None:
-            state = ClusterState(gpus=self.gpus(avoid), allocations=())
-            base = self.bases[avoid] = FreeIndex.from_cluster(state)
-        return base
+    def base_index(self) -> FreeIndex:
+        """The free index of ``gpus()`` with nothing held, built once per GPU view."""
+        if self.base is None:
+            self.base = FreeIndex.from_cluster(ClusterState(gpus=self.gpus(), allocations=()))
+        return self.base
 
     def workload(self, stored: StoredWorkload) -> Workload:
         """A waiting workload as the placement core sees it (spec parsed once per workload)."""
@@ -117,23 +111,28 @@ async def load_pass(
     if not waiting:
         return PassInputs(state=ClusterState(gpus=(), allocations=()), queue=[], quotas={}, waiting=[])
     if policy.version != cache.fleet_version or cache.fleet_version is None:
-        cache.gpu_rows, cache.views, cache.bases = await fleet.gpus(), {}, {}
+        cache.gpu_rows, cache.views, cache.base = await fleet.gpus(), None, None
         cache.fleet_version = policy.version
-    avoid = frozenset(g for w in waiting for g in w.avoid_gpus)
     live = [p for p in live_rows if not p.migrating]
-    state = ClusterState(gpus=cache.gpus(avoid), allocations=tuple(allocation_of(p) for p in live))
+    state = ClusterState(gpus=cache.gpus(), allocations=tuple(allocation_of(p) for p in live))
     book = fair_share_book(policy.fair_share, ctx, now=now)
-    queue = []
-    for stored in waiting:
-        pinned = stored.pinned_priority
-        prio = (
-            float(pinned)
-            if pinned is not None
-            else book.explain(tenant=stored.tenant_id, urgency=stored.urgency).priority
-        )
-        queue.append(QueueEntry(workload=cache.workload(stored), priority=prio))
+    queue = [queue_entry(stored, cache=cache, book=book) for stored in waiting]
     live_ids = {w.workload_id for w in waiting}
     for wid in [w for w in cache.workloads if w not in live_ids]:
         del cache.workloads[wid]
     quotas = {q.tenant_id: limits_of(q) for q in policy.quotas}
-    return PassInputs(state=state, queue=queue, quotas=quotas, waiting=waiting, base=cache.base_index(avoid))
+    return PassInputs(state=state, queue=queue, quotas=quotas, waiting=waiting, base=cache.base_index())
+
+
+def queue_entry(stored: StoredWorkload, *, cache: PassCache, book: FairShareBook) -> QueueEntry:
+    """A waiting workload's queue entry. Only while it migrates does it keep the priority it had and
+    avoid the GPUs it moves away from (those matter for its target alone, never for anyone else)."""
+    migrating = stored.state == "migrating"
+    pinned = stored.pinned_priority if migrating else None
+    priority = (
+        float(pinned)
+        if pinned is not None
+        else book.explain(tenant=stored.tenant_id, urgency=stored.urgency).priority
+    )
+    avoid = frozenset(stored.avoid_gpus) if migrating else frozenset()
+    return QueueEntry(workload=cache.workload(stored), priority=priority, avoid_gpus=avoid)

@@ -40,10 +40,14 @@ WHERE state IN ('queued', 'migrating') AND ($1::text IS NULL OR tenant_id = $1)
 ORDER BY position NULLS LAST, submitted_at, workload_id
 """
 COUNT_WAITING = "SELECT count(*) FROM workloads WHERE state IN ('queued', 'migrating')"
-#: The run's host facts are kept while the placement stays, forgotten when it changes.
+#: The run's host facts are kept while the placement stays, forgotten when it changes. A migration's
+#: pinned priority and avoided GPUs only choose its target: leaving the migration (placed there, or
+#: requeued) forgets them, so a later preemption's requeue competes at its own priority, anywhere.
 SET_STATE = f"""
 UPDATE workloads SET state = $2, placement_id = $3, wait_reason = NULL, position = NULL,
     estimated_start = NULL, priority = coalesce($4, priority),
+    pinned_priority = CASE WHEN $2 = 'migrating' THEN pinned_priority END,
+    avoid_gpus = CASE WHEN $2 = 'migrating' THEN avoid_gpus ELSE '[]'::jsonb END,
     {", ".join(f"{c} = CASE WHEN placement_id IS NOT DISTINCT FROM $3 THEN {c} END" for c in RUN_FACTS)}
 WHERE workload_id = $1
 """
@@ -159,7 +163,7 @@ class WorkloadRows(Rows):
     async def set_state(
         self, workload_id: str, *, state: str, placement_id: str | None, priority: float | None = None
     ) -> None:
-        """Move a workload to a non-terminal state."""
+        """Move a workload to a non-terminal state (out of a migration: its pin and avoided GPUs dropped)."""
         await self.conn.execute(SET_STATE, workload_id, state, placement_id, priority)
 
     async def end_workload(
