@@ -117,12 +117,16 @@ class FakeWorkloadStore:
         self, workload_id: str, *, state: str, placement_id: str | None, priority: float | None = None
     ) -> None:
         """Move a workload to a non-terminal state, its queue facts cleared (its run's host facts too when
-        the placement changes)."""
+        the placement changes; a migration's pin and avoided GPUs when it leaves the migration)."""
         if (w := self.workloads.get(workload_id)) is not None:
             facts = {} if w.placement_id == placement_id else _NO_RUN_FACTS
+            moving: dict[str, Any] = (
+                {} if state == "migrating" else {"pinned_priority": None, "avoid_gpus": []}
+            )
             self.workloads[workload_id] = replace(
                 w,
                 **facts,
+                **moving,
                 state=state,
                 placement_id=placement_id,
                 wait_reason=None,
@@ -218,6 +222,7 @@ class FakeWorkloadStore:
             host_pid=h.pid,
             host_container_id=h.container_id,
             host_runner=h.runner,
+            host_notes=list(h.notes),
         )
         return RunStart(tenant_id=w.tenant_id, traceparent=w.traceparent)
 
@@ -279,7 +284,7 @@ class FakeWorkloadStore:
 
 _ENDED = frozenset({"completed", "failed", "cancelled"})
 _NO_RUN_FACTS: dict[str, Any] = dict.fromkeys(
-    ("host_pid", "host_container_id", "host_runner", "exit_reason", "exit_code", "exit_signal")
+    ("host_pid", "host_container_id", "host_runner", "host_notes", "exit_reason", "exit_code", "exit_signal")
 )
 
 

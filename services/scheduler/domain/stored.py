@@ -67,6 +67,8 @@ class StoredWorkload:
     host_pid: int | None = None
     host_container_id: str | None = None
     host_runner: str | None = None
+    #: What the host says people should know of that start (memory not isolated, restarted, limits).
+    host_notes: list[str] | None = None
     #: How the current placement's run exited, from the host (also after a cancel ended the workload).
     exit_reason: str | None = None
     exit_code: int | None = None
@@ -127,11 +129,12 @@ class RunStart:
 
 @dataclass(frozen=True, slots=True)
 class RunHost:
-    """What the host says of a run it started: its process or container and the runner."""
+    """What the host says of a run it started: its process or container, the runner and its notes."""
 
     pid: int | None = None
     container_id: str | None = None
     runner: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -307,8 +307,8 @@ async def test_a_run_starts_only_on_the_workloads_current_placement_while_it_is_
         assert await store.start_run("w1", placement_id="p1", at=T2) is None
 
     assert await workload_of(subject, "w1") == replace(
-        queued("w1"), state="running", placement_id="p1", priority=0.75
-    )
+        queued("w1"), state="running", placement_id="p1", priority=0.75, host_notes=[]
+    )  # a start without notes keeps none: [] (the API shows an empty list), not "unknown"
     assert await placement_of(subject, "p1") == replace(live("p1", "w1"), started_at=T1)
 
 
@@ -342,6 +342,7 @@ async def test_a_run_ends_with_its_outcome_frees_its_slots_and_answers_the_tenan
         outcome="completed",
         reason="exit 0",
         ended_at=T2,
+        host_notes=[],
     )
     assert await placement_of(subject, "p1") == replace(
         live("p1", "w1"), started_at=T1, ended_at=T2, outcome="completed"
@@ -405,6 +406,26 @@ async def test_a_migrating_workload_avoids_each_gpu_it_is_moved_away_from_once(s
     migrating = await workload_of(subject, "w1")
     assert migrating is not None
     assert migrating.avoid_gpus == ["g1", "g2"]
+
+
+async def test_leaving_a_migration_forgets_its_pinned_priority_and_the_gpus_it_avoided(
+    subject: Subject,
+) -> None:
+    # Kept for life, they once made a later preemption's requeue hide its old GPU from the whole pass.
+    await place(subject, "w1", "p1")
+    await place(subject, "w2", "p2", slots=[("g2", "0")])
+    async with subject.units() as store:
+        for wid, pid in (("w1", "p1"), ("w2", "p2")):
+            await store.start_migration(wid, priority=0.625, avoid_gpu="g1")
+            await store.mark_migrating(pid)
+        await store.set_state("w1", state="placed", placement_id="p9", priority=0.625)  # on its target
+        await store.set_state("w2", state="queued", placement_id=None)  # put back in the queue
+
+    after: list[tuple[str, str, str | None]] = [("w1", "placed", "p9"), ("w2", "queued", None)]
+    for wid, state, on in after:
+        row = await workload_of(subject, wid)
+        assert row is not None
+        assert (row.state, row.placement_id, row.pinned_priority, row.avoid_gpus) == (state, on, None, [])
 
 
 async def test_a_preemption_is_scheduled_once_and_never_on_an_ended_placement(subject: Subject) -> None:

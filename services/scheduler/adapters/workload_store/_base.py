@@ -10,7 +10,15 @@ from services.scheduler.adapters.postgres import NOTIFY_WAKE, WAKE_CHANNEL, Conn
 __all__ = ["CLEAR_RUN_FACTS", "RUN_FACTS", "WAKE_CHANNEL", "Rows", "as_json"]
 
 #: The host's facts about a workload's current run (StoredWorkload's host_* and exit_* columns).
-RUN_FACTS = ("host_pid", "host_container_id", "host_runner", "exit_reason", "exit_code", "exit_signal")
+RUN_FACTS = (
+    "host_pid",
+    "host_container_id",
+    "host_runner",
+    "host_notes",
+    "exit_reason",
+    "exit_code",
+    "exit_signal",
+)
 #: An UPDATE's assignments forgetting them: a new placement is a new run.
 CLEAR_RUN_FACTS = ", ".join(f"{c} = NULL" for c in RUN_FACTS)
 

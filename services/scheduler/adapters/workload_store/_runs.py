@@ -11,7 +11,8 @@ from services.scheduler.domain.stored import RunEnd, RunExit, RunHost, RunStart
 __all__ = ["RunRows"]
 
 #: The agent's start, as one statement: only for the workload's current placement while it is placed
-#: (the row locked, so a concurrent exit waits), with the host's process or container ($4-$6); answers the
+#: (the row locked, so a concurrent exit waits), with the host's process or container ($4-$6) and its
+#: notes ($7); answers the
 #: workload's tenant and trace, or nothing.
 START_WORKLOAD = """
 WITH w AS (
@@ -23,7 +24,7 @@ WITH w AS (
     WHERE placement_id = $2 AND started_at IS NULL AND EXISTS (SELECT 1 FROM w)
 ), s AS (
     UPDATE workloads x SET state = 'running', wait_reason = NULL, position = NULL, estimated_start = NULL,
-        host_pid = $4, host_container_id = $5, host_runner = $6
+        host_pid = $4, host_container_id = $5, host_runner = $6, host_notes = $7
     FROM w WHERE x.workload_id = w.workload_id
 )
 SELECT tenant_id, traceparent FROM w
@@ -75,7 +76,7 @@ class RunRows(Rows):
         container; None when the report is stale."""
         h = host or RunHost()
         row = await self.conn.fetchrow(
-            START_WORKLOAD, workload_id, placement_id, at, h.pid, h.container_id, h.runner
+            START_WORKLOAD, workload_id, placement_id, at, h.pid, h.container_id, h.runner, list(h.notes)
         )
         return None if row is None else RunStart(*row)
 
