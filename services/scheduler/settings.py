@@ -36,3 +36,12 @@ class SchedulerSettings(BaseServiceSettings):
         default_factory=dict,
         description='OCI references by "name:version", replacing the catalog\'s (JSON, e.g. a mirror).',
     )
+    log_retention_s: float = Field(
+        default=7 * 86400.0, gt=0, description="Log objects older than this (last modified) are deleted."
+    )
+    output_retention_s: float = Field(
+        default=7 * 86400.0, gt=0, description="A placement's outputs older than this are deleted."
+    )
+    retention_sweep_s: float = Field(
+        default=3600.0, gt=0, description="How often the placer's replica sweeps logs and outputs."
+    )

@@ -15,7 +15,9 @@ from libs.gpuctl.commands import (
     drafts,
     fleet,
     incidents,
+    results,
     rules,
+    tasks,
     workloads,
 )
 
@@ -26,6 +28,8 @@ REGISTRARS: tuple[Callable[[typer.Typer], None], ...] = (
     fleet.register,
     drafts.register,
     workloads.register,
+    results.register,
+    tasks.register,
     advice.register,
     alerts.register,
     rules.register,
