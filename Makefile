@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install infra migrate run demo test unit integration lint format bench clean
+.PHONY: help install infra podman migrate run demo test unit integration lint format bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -22,6 +22,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 infra: ## Start the local PostgreSQL and Redis if they are installed but stopped
 	@scripts/ensure-infra.sh
+
+podman: ## Install Debian's podman and runc if missing (never fails: the podman tests then skip)
+	@scripts/ensure-podman.sh
 
 migrate: install infra ## Apply every service's migrations (each in its own schema)
 	$(BIN)/python -m libs.common.db.migrate
@@ -40,12 +43,12 @@ lint: install ## ruff (lint + format check) and mypy --strict
 unit: install ## Unit tests only (no IO)
 	$(BIN)/pytest -q -m "not integration" $(PYTEST_FLAGS)
 
-integration: install infra ## Integration tests against the real broker, PostgreSQL and Redis
+integration: install infra podman ## Integration tests against the real broker, PostgreSQL and Redis
 	$(BIN)/pytest -q -m integration $(PYTEST_FLAGS)
 
 # mypy (minutes on a clean clone, one core) runs beside pytest, whose integration tests mostly wait on
 # IO; both must pass. Its report is printed after the tests.
-test: install infra ## Lint, then every unit and integration test (mypy runs beside them)
+test: install infra podman ## Lint, then every unit and integration test (mypy runs beside them)
 	$(BIN)/ruff check libs services tests bench scripts
 	$(BIN)/ruff format --check libs services tests bench scripts
 	@$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \

@@ -39,6 +39,7 @@ def score(target: Target, value: float) -> float:
 
 RECOVERY = "recovery.sim (recovery service with stand-in responders)"
 RECOVERY_SLO = "recovery.slo (real-scale phases, virtual time, nothing scaled)"
+RUNNER = "runner.start (real agent loop, broker, supervisors)"
 
 TARGETS: dict[tuple[str, str], Target] = {
     ("bus.outbox_to_consumer", "duplicates_applied"): Target(0, False, "exactly-once application"),
@@ -62,4 +63,8 @@ TARGETS: dict[tuple[str, str], Target] = {
     (RECOVERY_SLO, "share_within_60s"): Target(0.99, True, "issue 8"),
     (RECOVERY_SLO, "share_within_3m"): Target(0.92, True, "issue 22: the article's 92% within 3 min"),
     (RECOVERY, "workloads_lost"): Target(0, False, "issue 8"),
+    (RUNNER, "consumed_to_running_p99_ms"): Target(100, False, "issue 18, the process runner"),
+    (RUNNER, "concurrent_exits_lost"): Target(0, False, "issue 18, 500 workloads on one agent"),
+    (RUNNER, "concurrent_exits_duplicated"): Target(0, False, "issue 18, 500 workloads on one agent"),
+    (RUNNER, "concurrent_slow_ticks"): Target(0, False, "issue 18, 500 workloads on one agent"),
 }

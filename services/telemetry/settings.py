@@ -41,10 +41,21 @@ class TelemetrySettings(BaseServiceSettings):
         description="Directory for the agent's checkpoint of its placements and consumer positions, so "
         "a restart resumes there instead of replaying the whole scheduler topic (unset: full replay).",
     )
-    agent_runner: Literal["auto", "simulated", "process"] = Field(
+    agent_runner: Literal["auto", "simulated", "process", "podman"] = Field(
         default="auto",
         description="What runs placed workloads: the simulator (needs a simulated fleet), host processes "
-        "under a supervisor each, or auto (simulated with a simulated fleet, else process).",
+        "under a supervisor each, podman containers, or auto (simulated with a simulated fleet, else podman "
+        "where a CDI spec names the GPUs and podman runs a container, else process).",
+    )
+    agent_podman: str = Field(
+        default="podman",
+        description="Podman runner: the podman command and its global options (split as a shell would), "
+        "e.g. 'podman --root /srv/containers'.",
+    )
+    agent_podman_run_args: str = Field(
+        default="",
+        description="Podman runner: options added to every podman run (split as a shell would), e.g. "
+        "'--runtime runc' or '--security-opt label=disable' (docs/executors.md).",
     )
     agent_workload_dir: Path | None = Field(
         default=None,
@@ -60,6 +71,31 @@ class TelemetrySettings(BaseServiceSettings):
         default=None,
         description="Process runner: cgroup v2 group under which each workload gets its limited group "
         "(unset: the agent's own cgroup; it must hold no processes for the kernel to enable controllers).",
+    )
+    agent_output_cap_bytes: int = Field(
+        default=1 << 30,
+        ge=0,
+        description="Process runner: outputs/ bytes shipped to the object store per run; files beyond it "
+        "are not uploaded and are listed as dropped in the outputs manifest.",
+    )
+    agent_log_chunk_bytes: int = Field(
+        default=1 << 20,
+        ge=1024,
+        le=64 << 20,
+        description="Process runner: the most bytes of a workload's output in one log chunk object.",
+    )
+    agent_ship_give_up_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="Process runner: how long a run's exit report waits for its log and outputs to reach "
+        "the object store before it is reported without them (and an error is logged).",
+    )
+    agent_restore_wait_s: float = Field(
+        default=120.0,
+        ge=0,
+        le=3600,
+        description="Process runner: how long a migrated workload's target waits for the checkpoint of the "
+        "placement it left before it starts from the start (and says so).",
     )
     # The aggregator
     rollup_interval_s: float = Field(default=60.0, ge=1, le=3600, description="Rollup window length.")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -51,6 +53,15 @@ class Isolation:
     def schema(self, service: str) -> str:
         return f"t{self.token}_{service}"
 
+    @property
+    def object_dir(self) -> Path:
+        """This test's object store (logs, outputs, checkpoints), removed with its schemas."""
+        return Path(tempfile.gettempdir()) / "gpucloud-test-objects" / self.token
+
+    @property
+    def object_store_url(self) -> str:
+        return self.object_dir.as_uri()
+
     def settings(self, cls: type[T], service: str, **overrides: Any) -> T:
         """Settings of ``cls`` pointed at this test's slice of the real infrastructure."""
         values: dict[str, Any] = {
@@ -63,6 +74,7 @@ class Isolation:
             "redis_prefix": self.redis_prefix,
             "log_json": False,
             "outbox_poll_interval_s": 0.2,
+            "object_store_url": self.object_store_url,
         }
         values.update(overrides)
         return cls(**values)
@@ -82,10 +94,13 @@ class Isolation:
             "REDIS_PREFIX": self.redis_prefix,
             f"{service.upper()}_HTTP_PORT": str(port),
             "LOG_JSON": "false",
+            "OBJECT_STORE_URL": self.object_store_url,
             **extra,
         }
 
     async def drop_schemas(self) -> None:
+        """Drop this test's schemas (and its object store directory)."""
+        shutil.rmtree(self.object_dir, ignore_errors=True)
         conn = await asyncpg.connect(self.infra.database_url)
         try:
             rows = await conn.fetch(

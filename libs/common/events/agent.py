@@ -76,6 +76,12 @@ class WorkloadStartedV1(_AgentWorkloadEvent):
     pid: int | None = Field(default=None, description="Process id on the host (process runner).")
     container_id: str | None = Field(default=None, description="Container id (container runners).")
     runner: str | None = Field(default=None, description="simulated, process or podman; None before it.")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What the user should know of this start, one line each: memory not isolated (a "
+        "time-sliced share without MPS), restarted from the start (a migration), the limits enforced or why "
+        "not. Empty from an agent before this field.",
+    )
 
 
 class WorkloadExitedV1(_AgentWorkloadEvent):
@@ -98,7 +104,24 @@ class MigrationStepV1(_AgentWorkloadEvent):
 
     type: Literal["agent.migration.step.v1"] = "agent.migration.step.v1"
     phase: Literal["checkpoint", "transfer", "restore", "running"] = Field(description="Current phase.")
-    percent: int = Field(ge=0, le=100, description="Overall progress.")
+    percent: int = Field(
+        ge=0,
+        le=100,
+        description="Overall progress, never falling. The process runner: checkpoint 0-10, transfer 10-50 "
+        "and restore 50-95 by the phase's bytes, running 100 (docs/executors.md); the simulator: by time.",
+    )
+    bytes_done: int | None = Field(
+        default=None, description="Bytes of the checkpoint moved so far in this phase; None: not counted."
+    )
+    bytes_total: int | None = Field(
+        default=None, description="Bytes of the checkpoint this phase moves in all; None: not counted."
+    )
+    restored: bool | None = Field(
+        default=None,
+        description="At running: True when it started from its checkpoint, False when it restarted from the "
+        "start (note says why); None before running, or from a runner that does not say.",
+    )
+    note: str = Field(default="", description="What people should know of this step, e.g. why no restore.")
 
 
 SimFault = Literal[

@@ -39,6 +39,21 @@ class AllocationItem(BaseModel):
     )
 
 
+class RunCheckpoint(BaseModel):
+    """How a migrating workload is asked to checkpoint (docs/executors.md, "Migration").
+
+    One of ``signal`` (sent to its process group) or ``command`` (run in its environment and working
+    directory); it has checkpointed when it created ``$GPUCLOUD_CHECKPOINT_DIR/COMPLETE`` (or the command
+    exited 0) within ``timeout_s``. The scheduler's API validates it; a reader takes what it gets.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    signal: str | None = Field(default=None, description="Signal name sent to ask for it, e.g. SIGUSR1.")
+    command: list[str] | None = Field(default=None, description="Or a command that writes the checkpoint.")
+    timeout_s: float = Field(default=60.0, description="How long the checkpoint may take before SIGTERM.")
+
+
 class RunSpec(BaseModel):
     """What a workload runs on its host: image, command, environment and limits (docs/executors.md).
 
@@ -59,6 +74,10 @@ class RunSpec(BaseModel):
     memory_bytes: int | None = Field(default=None, description="Host memory limit.")
     time_limit_s: float | None = Field(default=None, description="Killed with time_limit after this.")
     grace_s: float = Field(default=30.0, description="SIGTERM to SIGKILL wait on cancel or preemption.")
+    checkpoint: RunCheckpoint | None = Field(
+        default=None,
+        description="How it checkpoints when migrated; None: it is not asked and restarts from the start.",
+    )
 
 
 class _WorkloadEvent(Event):

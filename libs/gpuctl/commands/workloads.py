@@ -24,6 +24,7 @@ __all__ = [
     "exit_text",
     "host_text",
     "ls_view",
+    "notes_rows",
     "priority_view",
     "register",
     "resources_text",
@@ -70,6 +71,12 @@ def host_text(host: dict[str, Any] | None) -> str:
         return "-"
     where = f"pid {host['pid']}" if host.get("pid") is not None else f"container {host.get('container_id')}"
     return f"{where} ({host['runner']})" if host.get("runner") else where
+
+
+def notes_rows(host: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """``Notes  memory not isolated`` and one line per further note; nothing when the host said none."""
+    notes = [str(n) for n in (host or {}).get("notes") or []]
+    return [("Notes" if i == 0 else "", note) for i, note in enumerate(notes)]
 
 
 def exit_text(exited: dict[str, Any] | None) -> str:
@@ -134,6 +141,7 @@ def describe_view(w: dict[str, Any]) -> RenderableType:
             ("Outcome", w.get("outcome")),
             ("Reason", w.get("reason")),
             ("Host", host_text(w.get("host"))),
+            *notes_rows(w.get("host")),
             ("Exit", exit_text(w.get("exit"))),
         ]
     )

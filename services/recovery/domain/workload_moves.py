@@ -35,6 +35,11 @@ class Migration(BaseModel):
         default=None,
         description="When the host ran the workload on its new placement: the running step's own instant",
     )
+    restored: bool | None = Field(
+        default=None,
+        description="Once running: whether it started from its checkpoint (False: restarted from the start)",
+    )
+    note: str = Field(default="", description="What the host said of the move, e.g. why it did not restore")
 
     @property
     def done(self) -> bool:
@@ -49,6 +54,8 @@ def apply_progress(
     percent: int,
     at: AwareDatetime,
     host_at: AwareDatetime | None = None,
+    restored: bool | None = None,
+    note: str = "",
 ) -> Migration | None:
     """The migration after a progress report, or None when the report is stale, duplicate or invalid.
 
@@ -63,9 +70,12 @@ def apply_progress(
         percent = 100
     if _RANK[phase] < _RANK[migration.phase] or percent < migration.percent:
         return None
-    if phase is migration.phase and percent == migration.percent:
+    if phase is migration.phase and percent == migration.percent and (not note or note == migration.note):
         return None
     update: dict[str, object] = {"phase": phase, "percent": percent, "updated_at": at}
+    if note:
+        update["note"] = note  # the latest thing the host said of the move (a running step's says how)
     if phase is MigrationPhase.RUNNING:
         update["ran_at"] = host_at or at
+        update["restored"] = restored
     return migration.model_copy(update=update)

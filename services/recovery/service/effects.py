@@ -113,7 +113,8 @@ def _progress(incident: Incident, migration: Migration) -> IncidentProgressedV1:
         workload_id=migration.workload_id,
         phase=migration.phase.value,
         percent=migration.percent,
-        detail=f"{migration.workload_id}: {migration.phase.value} {migration.percent}%",
+        detail=f"{migration.workload_id}: {migration.phase.value} {migration.percent}%"
+        + (f" ({migration.note})" if migration.note else ""),
     )
 
 

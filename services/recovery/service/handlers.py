@@ -258,6 +258,8 @@ async def on_migration_step(event: MigrationStepV1, ctx: Context) -> None:
             percent=event.percent,
             at=fx.now,
             host_at=host_at,
+            restored=event.restored,
+            note=event.note,
         )
         step = next((m for m in moved.incident.migrations if m.workload_id == event.workload_id), None)
         await apply(ctx.uow, moved, before=incident, fx=fx, progress=step)

@@ -42,6 +42,10 @@ class RunOut(BaseModel):
     memory_bytes: int | None = Field(description="Host memory limit.")
     time_limit_s: float | None
     grace_s: float = Field(description="SIGTERM to SIGKILL wait on cancel or preemption.")
+    checkpoint: dict[str, Any] | None = Field(
+        default=None,
+        description="How it checkpoints when migrated (signal or command, timeout_s); null: it is not asked.",
+    )
 
 
 class HostOut(BaseModel):
@@ -50,6 +54,11 @@ class HostOut(BaseModel):
     pid: int | None = Field(description="Process id on the host (process runner).")
     container_id: str | None = Field(description="Container id (container runner).")
     runner: str | None = Field(description="simulated, process or podman.")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What the host says of this start, one line each: e.g. 'memory not isolated' (a "
+        "time-sliced share without MPS), 'restarted from the start' (a migration), the limits enforced.",
+    )
 
 
 class ExitOut(BaseModel):
@@ -98,9 +107,11 @@ def _run_out(s: StoredWorkload) -> RunOut | None:
 
 
 def _host_out(s: StoredWorkload) -> HostOut | None:
-    if (s.host_pid, s.host_container_id, s.host_runner) == (None, None, None):
+    if (s.host_pid, s.host_container_id, s.host_runner) == (None, None, None) and not s.host_notes:
         return None
-    return HostOut(pid=s.host_pid, container_id=s.host_container_id, runner=s.host_runner)
+    return HostOut(
+        pid=s.host_pid, container_id=s.host_container_id, runner=s.host_runner, notes=s.host_notes or []
+    )
 
 
 def _exit_out(s: StoredWorkload) -> ExitOut | None:

@@ -16,6 +16,7 @@ from services.scheduler.domain.model import GangPolicy, ResourceRequest, Workloa
 from services.scheduler.domain.run import (
     DEFAULT_GRACE_S,
     Argv,
+    CheckpointRequest,
     CpuMillis,
     Env,
     GraceSeconds,
@@ -148,6 +149,7 @@ class CreationOptions(BaseModel):
     cpu_millis: CpuMillis | None = None
     memory_bytes: MemoryBytes | None = None
     grace_s: GraceSeconds = DEFAULT_GRACE_S
+    checkpoint: CheckpointRequest | None = None
 
 
 class CreationSpec(CreationOptions):
@@ -265,4 +267,5 @@ def run_of(spec: CreationSpec, *, catalog: ImageCatalog) -> RunRequest:
         memory_bytes=spec.memory_bytes,
         time_limit_s=float(spec.time_limit_s) if spec.time_limit_s is not None else None,
         grace_s=spec.grace_s,
+        checkpoint=spec.checkpoint,
     )

@@ -11,13 +11,17 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "CHECKPOINT_SIGNALS",
+    "DEFAULT_CHECKPOINT_TIMEOUT_S",
     "DEFAULT_GRACE_S",
     "ENV_NAME_PATTERN",
     "MAX_ARGV",
     "MAX_ARG_CHARS",
+    "MAX_CHECKPOINT_ARGV",
+    "MAX_CHECKPOINT_TIMEOUT_S",
     "MAX_CPU_MILLIS",
     "MAX_ENV",
     "MAX_ENV_NAME_CHARS",
@@ -30,6 +34,7 @@ __all__ = [
     "RESERVED_ENV",
     "RESERVED_ENV_PREFIX",
     "Argv",
+    "CheckpointRequest",
     "CpuMillis",
     "Env",
     "GraceSeconds",
@@ -140,6 +145,45 @@ GraceSeconds = Annotated[
 ]
 
 
+#: Signals a workload may be asked to checkpoint with: those a program can catch (never SIGKILL or SIGSTOP).
+CHECKPOINT_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGWINCH")
+DEFAULT_CHECKPOINT_TIMEOUT_S, MAX_CHECKPOINT_TIMEOUT_S = 60.0, 3600.0
+MAX_CHECKPOINT_ARGV = 32
+
+
+def _checkpoint_signal(name: str) -> str:
+    if name not in CHECKPOINT_SIGNALS:
+        raise ValueError(f"expected one of {', '.join(CHECKPOINT_SIGNALS)}")
+    return name
+
+
+class CheckpointRequest(BaseModel):
+    """How a migrating workload is asked to checkpoint: a signal or a command, and how long it may take."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    signal: Annotated[str, AfterValidator(_checkpoint_signal)] | None = Field(
+        default=None, description=f"Sent to its process group: one of {', '.join(CHECKPOINT_SIGNALS)}."
+    )
+    command: Annotated[list[Arg], Field(min_length=1, max_length=MAX_CHECKPOINT_ARGV)] | None = Field(
+        default=None,
+        description=f"Or run in its environment and working directory (1 to {MAX_CHECKPOINT_ARGV} items); "
+        "exit 0 means checkpointed.",
+    )
+    timeout_s: float = Field(
+        default=DEFAULT_CHECKPOINT_TIMEOUT_S,
+        ge=1,
+        le=MAX_CHECKPOINT_TIMEOUT_S,
+        description="Seconds it may take before the move goes on without it "
+        f"(1 to {MAX_CHECKPOINT_TIMEOUT_S:g}).",
+    )
+
+    @model_validator(mode="after")
+    def _one_way(self) -> CheckpointRequest:
+        if (self.signal is None) == (self.command is None):
+            raise ValueError("give exactly one of signal and command")
+        return self
+
+
 def run_size_problem(
     *, command: Sequence[str], args: Sequence[str], env: Mapping[str, str]
 ) -> tuple[str, str] | None:
@@ -167,3 +211,4 @@ class RunRequest(BaseModel):
     memory_bytes: int | None = None
     time_limit_s: float | None = None
     grace_s: float = DEFAULT_GRACE_S
+    checkpoint: CheckpointRequest | None = None

@@ -77,7 +77,9 @@ def _host_time(event: WorkloadStartedV1 | WorkloadExitedV1 | MigrationStepV1, ct
 async def on_workload_started(event: WorkloadStartedV1, ctx: Context) -> None:
     # Only the current placement counts: a late report about an old one changes nothing.
     at = _host_time(event, ctx)
-    host = RunHost(pid=event.pid, container_id=event.container_id, runner=event.runner)
+    host = RunHost(
+        pid=event.pid, container_id=event.container_id, runner=event.runner, notes=tuple(event.notes)
+    )
     row = await ctx.uow.workloads.start_run(
         event.workload_id, placement_id=event.placement_id, at=at, host=host
     )

@@ -37,6 +37,8 @@ from tests.integration.support import (
 
 Events = list[tuple[Envelope, Event]]
 
+RESTARTED = "restarted from the start: p1 could not checkpoint: no checkpoint within 60s"
+
 
 def _app(iso: Isolation) -> FastAPI:
     settings = iso.settings(RecoverySettings, "recovery", settle_s=0.5, tick_s=0.2, consume_samples=False)
@@ -125,7 +127,14 @@ async def test_xid_79_drains_the_node_migrates_the_workload_reports_progress_and
             topics.NODE_AGENT,
             *[
                 MigrationStepV1(
-                    workload_id="w1", tenant_id="acme", placement_id="p2", node="n2", phase=p, percent=n
+                    workload_id="w1",
+                    tenant_id="acme",
+                    placement_id="p2",
+                    node="n2",
+                    phase=p,
+                    percent=n,
+                    restored=False if p == "running" else None,
+                    note=RESTARTED if p == "running" else "",
                 )
                 for p, n in steps
             ],
@@ -157,6 +166,9 @@ async def test_xid_79_drains_the_node_migrates_the_workload_reports_progress_and
         assert [(m["workload_id"], m["phase"], m["percent"]) for m in detail["migrations"]] == [
             ("w1", "running", 100)
         ]
+        # The host's word that the move restarted from the start reaches the incident people read.
+        assert (detail["migrations"][0]["restored"], detail["migrations"][0]["note"]) == (False, RESTARTED)
+        assert progress[-1].detail == f"w1: running 100% ({RESTARTED})"
         metrics = (await client.get("/metrics")).text
         assert 'recovery_incidents_closed_total{fault_type="xid_79",outcome="recovered"}' in metrics
 

@@ -9,7 +9,7 @@ import httpx
 from libs.common.events import Event, envelop, topics
 from libs.common.events.agent import WorkloadExitedV1, WorkloadStartedV1
 from libs.common.events.recovery import MigrationRequestedV1
-from libs.common.events.scheduler import RunSpec, WorkloadPlacedV1
+from libs.common.events.scheduler import RunCheckpoint, RunSpec, WorkloadPlacedV1
 from services.scheduler.app import create_app
 from tests.integration.bus_fixtures import publish
 from tests.integration.scheduler.helpers import (
@@ -111,9 +111,10 @@ async def test_the_run_spec_rides_every_placement_and_the_hosts_start_and_exit_r
         second = await _placed(reader, wid, not_=first.placement_id)
         assert second.run == EXPECTED, "a re-placement carries the same run"
 
-        await _agent(isolation, WorkloadStartedV1(**_ids(second), pid=4242, runner="process"))
+        notes = ["restarted from the start", "memory not isolated"]
+        await _agent(isolation, WorkloadStartedV1(**_ids(second), pid=4242, runner="process", notes=notes))
         shown = await _shown(client, wid, acme, state="running")
-        assert shown["host"] == {"pid": 4242, "container_id": None, "runner": "process"}
+        assert shown["host"] == {"pid": 4242, "container_id": None, "runner": "process", "notes": notes}
         assert shown["exit"] is None
         exited = WorkloadExitedV1(**_ids(second), outcome="failed", exit_reason="failed", exit_code=3)
         await _agent(isolation, exited)
@@ -158,6 +159,9 @@ async def test_a_bad_run_field_is_a_422_naming_it_and_a_draft_carries_its_run_to
             ({"env": {"CUDA_VISIBLE_DEVICES": "0"}}, "env.CUDA_VISIBLE_DEVICES.[key]"),
             ({"working_dir": "relative"}, "working_dir"),
             ({"cpu_millis": 0}, "cpu_millis"),
+            ({"checkpoint": {"signal": "SIGKILL"}}, "checkpoint.signal"),
+            ({"checkpoint": {"command": []}}, "checkpoint.command"),
+            ({"checkpoint": {"signal": "SIGUSR1", "timeout_s": 7200}}, "checkpoint.timeout_s"),
         ):
             refused = await client.post("/v1/workloads", json=spec(**bad), headers=acme)
             assert refused.status_code == 422, refused.text
@@ -168,7 +172,13 @@ async def test_a_bad_run_field_is_a_422_naming_it_and_a_draft_carries_its_run_to
         assert bad_option.status_code == 422, bad_option.text
         assert bad_option.json()["error"]["field"].startswith("options.env.GPUCLOUD_X")
 
-        options = {"kind": "job", "command": ["nvidia-smi"], "args": ["-L"], "memory_bytes": 1 * GIB}
+        options = {
+            "kind": "job",
+            "command": ["nvidia-smi"],
+            "args": ["-L"],
+            "memory_bytes": 1 * GIB,
+            "checkpoint": {"signal": "SIGUSR1", "timeout_s": 30},
+        }
         opened = await client.post("/v1/workloads/drafts", json={"options": options}, headers=acme)
         assert opened.status_code == 201, opened.text
         draft = opened.json()["draft_id"]
@@ -189,4 +199,5 @@ async def test_a_bad_run_field_is_a_422_naming_it_and_a_draft_carries_its_run_to
             command=["nvidia-smi"],
             args=["-L"],
             memory_bytes=GIB,
+            checkpoint=RunCheckpoint(signal="SIGUSR1", timeout_s=30),
         )

@@ -217,9 +217,10 @@ def test_a_migrated_workload_restarts_from_the_start_on_its_new_gpu_and_its_old_
         at=NOW,
     )
     seen = _until(runner, lambda s: any(r.placement_id == "pl-wl-m-2" for r in s))
-    (moved,) = seen
+    moved, running = seen  # started, then the migration's last step (its run spec asks no checkpoint)
     assert moved.event == "started"
     assert RESTARTED in moved.reason
+    assert (running.phase, running.restored, running.reason) == ("running", False, moved.notes[0])
     old = root / files.run_dir_name(workload_id="wl-m", placement_id="pl-wl-m")
     deadline = time.monotonic() + 5
     while not (old / files.EXIT).exists() and time.monotonic() < deadline:

@@ -112,6 +112,26 @@ def test_a_stopped_workloads_exit_is_still_reported_with_the_schedulers_reason(
     assert not book.holds("w1")
 
 
+def test_two_placements_ended_before_either_exit_is_told_both_have_their_exit_reported() -> None:
+    """Preempted, placed here again, preempted again, and only then the first run's exit: both are told."""
+    runner = RecordingRunner()
+    book = PlacementBook(runner=runner, gpus=frozenset({GPU}))
+    book.apply(_placed("p1"), at=T0)
+    book.apply(_ended("preempted", "p1"), at=T0)
+    book.apply(_placed("p2"), at=T0)
+    book.apply(_ended("preempted", "p2"), at=T0)
+    runner.queued = [
+        _report("failed", placement="p1", exit_reason="preempted", signal=15),
+        _report("failed", placement="p2", exit_reason="preempted", signal=9),
+    ]
+    exits = book.reports(now=T0)
+    assert [(e.placement_id, e.signal) for e in exits if isinstance(e, WorkloadExitedV1)] == [
+        ("p1", 15),
+        ("p2", 9),
+    ]
+    assert not book.holds("w1")
+
+
 def test_the_source_of_a_migration_is_stopped_as_moved_and_reports_of_another_placement_are_dropped() -> None:
     runner = RecordingRunner()
     book = PlacementBook(runner=runner, gpus=frozenset({GPU}))

@@ -88,17 +88,22 @@ def record_progress(
     percent: int,
     at: AwareDatetime,
     host_at: AwareDatetime | None = None,
+    restored: bool | None = None,
+    note: str = "",
 ) -> Transition:
     """A migration moved forward; once every workload runs again, verify or close the incident.
 
-    at is when recovery heard of the step; host_at when the host says it happened (see recovered_at).
+    at is when recovery heard of the step; host_at when the host says it happened (see recovered_at);
+    restored and note what the host said of it (whether the workload restarted from the start, and why).
     """
     if incident.state is not IncidentState.MIGRATING:
         return ignore(incident)
     migrations = list(incident.migrations)
     for i, migration in enumerate(migrations):
         if migration.workload_id == workload_id:
-            updated = apply_progress(migration, phase=phase, percent=percent, at=at, host_at=host_at)
+            updated = apply_progress(
+                migration, phase=phase, percent=percent, at=at, host_at=host_at, restored=restored, note=note
+            )
             if updated is None:
                 return ignore(incident)
             migrations[i] = updated

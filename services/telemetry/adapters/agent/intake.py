@@ -21,6 +21,7 @@ from typing import Protocol
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
+from libs.common.bus.kafka import DEFAULT_FETCH_MAX_WAIT_MS
 from libs.common.events import EVENT_TYPES, Event, EventDecodeError, decode
 from libs.common.events import topics as t
 from libs.common.events.agent import HostActionRequestedV1, SimFaultRequestedV1, WorkloadProfileSetV1
@@ -104,6 +105,9 @@ class Intake:
             group_id=None,
             auto_offset_reset="earliest",
             enable_auto_commit=False,
+            # aiokafka's 500 ms default: the embedded broker holds each fetch that long, even with a
+            # placement waiting, which was most of placed-to-running (bench/runner_start.py).
+            fetch_max_wait_ms=DEFAULT_FETCH_MAX_WAIT_MS,
         )
 
     async def catch_up(self, consumer: AIOKafkaConsumer) -> None:

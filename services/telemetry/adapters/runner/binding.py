@@ -68,8 +68,12 @@ def bind(
     base_env: Mapping[str, str],
     run_dir: Path,
     mps_dir: Path | None,
+    restore_from: Path | None = None,
 ) -> Binding:
-    """The environment of one workload: base, then its spec's env, then the platform's (which wins)."""
+    """The environment of one workload: base, then its spec's env, then the platform's (which wins).
+
+    ``restore_from``: the checkpoint a migrated workload starts from (GPUCLOUD_RESTORE_FROM); never
+    inherited from anything else."""
     devices, notes = _devices(allocations)
     env = {k: base_env[k] for k in BASE_ENV if k in base_env}
     env.setdefault("PATH", os.defpath)
@@ -86,7 +90,9 @@ def bind(
             "GPUCLOUD_CHECKPOINT_DIR": str(run_dir / "checkpoints"),
         }
     )
-    env.pop("GPUCLOUD_RESTORE_FROM", None)  # restore is not built: a moved workload starts over
+    env.pop("GPUCLOUD_RESTORE_FROM", None)
+    if restore_from is not None:
+        env["GPUCLOUD_RESTORE_FROM"] = str(restore_from)
     shares = [
         (i, f)
         for i, a in enumerate(allocations)

@@ -12,6 +12,7 @@ after that, never again.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -27,6 +28,8 @@ from libs.common.events.scheduler import AllocationItem, RunSpec
 from services.telemetry.adapters.runner import files
 from services.telemetry.adapters.runner.binding import bind, mps_pipe_dir
 from services.telemetry.adapters.runner.exits import StopReason
+from services.telemetry.adapters.runner.launcher import Launcher
+from services.telemetry.adapters.runner.moves import RESTARTED, Mover
 from services.telemetry.adapters.runner.report import RunnerReport
 from services.telemetry.adapters.runner.runs import (
     Launch,
@@ -39,18 +42,24 @@ from services.telemetry.adapters.runner.runs import (
     spec_doc,
     started_report,
 )
+from services.telemetry.adapters.runner.ship import Shipper
 
 __all__ = ["LAUNCH_TIMEOUT_S", "RESTARTED", "ProcessRunner"]
 
 log = logging.getLogger(__name__)
 LAUNCH_TIMEOUT_S = 30.0  # a supervisor that has not said it runs after this long never will
-RESTARTED = "restarted from the start on the new GPUs (checkpoint and restore are not built yet)"
+#: Launching stops for the poll after this long; the rest wait for the next poll (the agent polls every
+#: few milliseconds while launches are pending), so hundreds at once never stall the agent's loop.
+LAUNCH_BUDGET_S = 0.05
 _REPO = Path(__file__).resolve().parents[4]
 _SUPERVISOR = "services.telemetry.adapters.runner.supervise"
 
 
 class ProcessRunner:
     """Runs workloads as host processes, one supervisor each, under ``root``."""
+
+    runner_name = "process"  # the runner named in its reports (a subclass runs them otherwise: podman.py)
+    supervisor_module = _SUPERVISOR
 
     def __init__(
         self,
@@ -61,8 +70,16 @@ class ProcessRunner:
         cgroup_root: Path | None = None,
         environ: Mapping[str, str] | None = None,
         python: str = sys.executable,
+        shipper: Shipper | None = None,
+        mover: Mover | None = None,
     ) -> None:
         self.root = root
+        self.mover = mover  # with one, a migration moves the workload's checkpoint (moves.py)
+        self._restoring: dict[str, Launch] = {}  # workload id -> target launch waiting for its checkpoint
+        self._expected: dict[tuple[str, str], str] = {}  # (workload, placement) -> placement it moves from
+        self._moves: dict[str, dict[str, Any]] = {}  # run dir name -> how the migration into it went
+        self.shipper = shipper  # with one, an exit is told once the run's log and outputs are shipped
+        self._holding: dict[str, float] = {}  # run dir name -> since when its exit waits for shipping
         self._card_memory = card_memory
         self._quota = log_quota_bytes
         self._cgroup_root = cgroup_root
@@ -72,6 +89,14 @@ class ProcessRunner:
         self._current: dict[str, str] = {}  # workload id -> its run dir name on this agent
         self._pending: dict[str, Launch] = {}  # workload id -> launch at the next poll
         self._unmarked: dict[str, Run] = {}  # reported since the last delivery
+        self._fresh: set[str] = set()  # run dir names launched here and not yet seen started or ended
+        self._sups: dict[str, dict[str, Any]] = {}  # run dir name -> its supervisor.json (never changes)
+        self._launcher = Launcher(
+            python=python,
+            module=self.supervisor_module,
+            env=self._supervisor_env(),
+            log_path=root / "launcher.log",
+        )
         root.mkdir(parents=True, exist_ok=True)
         self._adopt()
 
@@ -95,14 +120,28 @@ class ProcessRunner:
                 started_told=bool(told.get("started")),
                 exit_told=bool(told.get("exit")),
                 swallow=stop.get("reason") == "moved",
+                runner=str(spec.get("runner") or "process"),
             )
+            self._adopt_move(path, spec=spec, stop=stop)
         live = sum(1 for r in self._runs.values() if not r.exit_told)
         if self._runs:
             log.info(
                 "adopted %d run(s) under %s, %d not yet reported as ended", len(self._runs), self.root, live
             )
 
+    def _adopt_move(self, path: Path, *, spec: dict[str, Any], stop: dict[str, Any]) -> None:
+        """A migration's target still to say it runs, or a source's checkpoint still to upload."""
+        if isinstance(spec.get("move"), dict):
+            self._moves[path.name] = spec["move"]
+        if self.mover is not None and stop.get("reason") == "moved" and stop.get("checkpoint"):
+            wl, pl = str(spec["workload_id"]), str(spec["placement_id"])
+            self.mover.leave(path=path, workload_id=wl, placement_id=pl)
+
     # -- the WorkloadRunner port
+
+    def expect_move(self, *, workload_id: str, placement_id: str, from_placement_id: str) -> None:
+        """The next start of this placement is the target of a migration from ``from_placement_id``."""
+        self._expected[(workload_id, placement_id)] = from_placement_id
 
     def start(
         self,
@@ -118,24 +157,39 @@ class ProcessRunner:
         at: datetime,
     ) -> None:
         name = files.run_dir_name(workload_id=workload_id, placement_id=placement_id)
+        source = self._expected.pop((workload_id, placement_id), None)
         if name in self._runs:  # adopted, or a redelivered placement: never a second copy
             self._current[workload_id] = name
             return
         mine = tuple(a for a in allocations if a.gpu_uuid in set(gpu_uuids))
-        self._pending[workload_id] = Launch(workload_id, tenant_id, placement_id, mine, run)
+        self._pending[workload_id] = Launch(
+            workload_id, tenant_id, placement_id, mine, run, moved_from=source
+        )
 
     def stop(self, *, workload_id: str, reason: StopReason = "cancelled") -> bool:
         if self._pending.pop(workload_id, None) is not None:
             return False  # never launched
+        if (waiting := self._restoring.pop(workload_id, None)) is not None:
+            if self.mover is not None:
+                self.mover.cancel(workload_id=workload_id, placement_id=waiting.placement_id)
+            return False  # never launched: it waited for its checkpoint
         name = self._current.pop(workload_id, None)
         run = self._runs.get(name) if name is not None else None
         if run is None or run.exit_told:
             return False
         run.swallow = run.swallow or reason == "moved"
+        ask = reason == "moved" and self._checkpoints(run)
         if not (run.path / files.EXIT).exists():
-            files.write_json(run.path / files.STOP, {"reason": reason, "at": now_iso()})
+            files.write_json(run.path / files.STOP, {"reason": reason, "at": now_iso(), "checkpoint": ask})
             self._wake(run)
+        if ask and self.mover is not None:  # ended already: its manifest says it could not checkpoint
+            self.mover.leave(path=run.path, workload_id=run.workload_id, placement_id=run.placement_id)
         return not run.swallow
+
+    def _checkpoints(self, run: Run) -> bool:
+        """Whether a move of this run asks it to checkpoint: its spec says how, and a store carries it."""
+        spec = files.read_json(run.path / files.SPEC) or {}
+        return self.mover is not None and isinstance((spec.get("run") or {}).get("checkpoint"), dict)
 
     def migrate(
         self,
@@ -146,37 +200,110 @@ class ProcessRunner:
         allocations: Sequence[AllocationItem],
         at: datetime,
     ) -> None:
-        launch = self._pending.get(workload_id) or self._launch_of(workload_id)
+        unlaunched = self._pending.get(workload_id)
+        launch = unlaunched or self._launch_of(workload_id)
         if launch is None:
             return
         self.stop(workload_id=workload_id, reason="moved")
         mine = tuple(a for a in allocations if a.gpu_uuid in set(target_gpu_uuids))
+        note = f"{RESTARTED}: it had not started where it was" if unlaunched is not None else ""
         self._pending[workload_id] = Launch(
-            workload_id, launch.tenant_id, placement_id, mine, launch.run, note=RESTARTED
+            workload_id, launch.tenant_id, placement_id, mine, launch.run, note, launch.placement_id
         )
 
     def set_profile(self, *, workload_id: str, profile: str) -> bool:
         return False  # a process's use of its GPUs is its own
 
     def poll(self, *, now: datetime) -> list[RunnerReport]:
-        pending, self._pending = self._pending, {}
-        for launch in pending.values():
-            self._launch(launch)
-        reports: list[RunnerReport] = []
+        self._launch_due()
+        reports: list[RunnerReport] = self.mover.take_reports() if self.mover is not None else []
         for run in self._runs.values():
             if not run.exit_told:
+                reports.extend(self._look(run))
+        return reports
+
+    # -- the agent's quick poll, beside its sample ticks (service/agent/prompt.py)
+
+    def awaiting_start(self) -> bool:
+        """Whether launches are pending or a launched run is not yet seen started (or ended)."""
+        if self._fresh:
+            self._fresh = {n for n in self._fresh if n in self._runs and _unseen(self._runs[n])}
+        return bool(self._pending or self._fresh)
+
+    def poll_starts(self, *, now: datetime) -> list[RunnerReport]:
+        """A poll of what is pending and of the runs not yet seen started that wrote their start or end:
+        cheap enough to run every few milliseconds with hundreds of runs under way. poll() looks at every
+        run (a supervisor that died before either is found there)."""
+        self._launch_due()
+        reports: list[RunnerReport] = []
+        for name in list(self._fresh):
+            run = self._runs.get(name)
+            if run is not None and not run.exit_told and _news(run.path):
                 reports.extend(self._look(run))
         return reports
 
     def delivered(self) -> None:
         for run in self._unmarked.values():
             with contextlib.suppress(FileNotFoundError):  # its directory was removed by hand
+                # Not fsync'd: one per report stalled the agent's loop behind hundreds of starts; what a
+                # power cut loses of it is told again, which the scheduler applies idempotently.
                 files.write_json(
-                    run.path / files.REPORTED, {"started": run.started_told, "exit": run.exit_told}
+                    run.path / files.REPORTED,
+                    {"started": run.started_told, "exit": run.exit_told},
+                    durable=False,
                 )
         self._unmarked.clear()
 
+    # -- migrating into this host
+
+    def _restores(self, launch: Launch) -> bool:
+        """Whether a migration's target waits for its checkpoint first; when not, its note says why."""
+        if launch.moved_from is None or launch.note:
+            return False
+        checkpoint = launch.run.checkpoint if launch.run is not None else None
+        if checkpoint is None or self.mover is None:
+            lacks = "its run spec asks for no checkpoint" if checkpoint is None else "no object store here"
+            launch.note = f"{RESTARTED}: {lacks}"
+            return False
+        name = files.run_dir_name(workload_id=launch.workload_id, placement_id=launch.placement_id)
+        self.mover.restore(
+            path=self.root / name,
+            workload_id=launch.workload_id,
+            placement_id=launch.placement_id,
+            source_placement_id=launch.moved_from,
+        )
+        self._restoring[launch.workload_id] = launch
+        return True
+
+    def _restored(self) -> list[Launch]:
+        """Targets whose checkpoint is here (or will not come): each with its restore dir and note."""
+        ready: list[Launch] = []
+        for done in self.mover.take_restored() if self.mover is not None else []:
+            launch = self._restoring.get(done.workload_id)
+            if launch is not None and launch.placement_id == done.placement_id:
+                del self._restoring[done.workload_id]
+                launch.note, launch.restore_dir = done.note, done.path
+                ready.append(launch)
+        return ready
+
     # -- launching
+
+    def _launch_due(self) -> None:
+        """Launch pending placements in their order, within LAUNCH_BUDGET_S (at least one), and the
+        migration targets whose checkpoint came."""
+        until = time.monotonic() + LAUNCH_BUDGET_S
+        due: list[Launch] = []
+        while self._pending and (not due or time.monotonic() < until):
+            due.append(self._pending.pop(next(iter(self._pending))))
+            self._launch_one(due[-1])
+        for launch in self._restored():
+            self._launch_one(launch)
+
+    def _launch_one(self, launch: Launch) -> None:
+        if not self._restores(launch):
+            self._launch(launch)
+            name = files.run_dir_name(workload_id=launch.workload_id, placement_id=launch.placement_id)
+            self._fresh.add(name)
 
     def _launch_of(self, workload_id: str) -> Launch | None:
         name = self._current.get(workload_id)
@@ -200,34 +327,71 @@ class ProcessRunner:
             base_env=self._environ,
             run_dir=path,
             mps_dir=mps_pipe_dir(self._environ),
+            restore_from=launch.restore_dir,
         )
         notes = tuple(n for n in (launch.note, *binding.notes) if n)
-        files.write_json(
-            path / files.SPEC,
-            spec_doc(
-                launch,
-                env=binding.env,
-                notes=notes,
-                log_quota_bytes=self._quota,
-                cgroup_root=self._cgroup_root,
-            ),
+        doc = spec_doc(
+            launch,
+            env=binding.env,
+            notes=notes,
+            log_quota_bytes=self._quota,
+            cgroup_root=self._cgroup_root,
         )
-        run = Run(path=path, workload_id=launch.workload_id, placement_id=launch.placement_id, notes=notes)
+        doc = self._spec(doc, launch=launch, path=path, devices=binding.devices)
+        if launch.moved_from is not None:
+            restored = launch.restore_dir is not None
+            doc["move"] = {"from_placement_id": launch.moved_from, "restored": restored, "note": launch.note}
+            self._moves[name] = doc["move"]
+        files.write_json(path / files.SPEC, doc)
+        notes = tuple(doc["notes"])
+        run = Run(
+            path=path,
+            workload_id=launch.workload_id,
+            placement_id=launch.placement_id,
+            notes=notes,
+            runner=self.runner_name,
+        )
         self._runs[name] = run
         self._current[launch.workload_id] = name
-        argv = argv_of(launch.run)
-        if not argv:
-            why = "no run spec: nothing to execute" if launch.run is None else "the run spec has no command"
-            files.write_json(path / files.EXIT, failed_doc(f"{why} (the process runner runs a command)"))
+        why = self._refusal(launch.run)
+        if why is not None:
+            files.write_json(path / files.EXIT, failed_doc(why))
             return
         run.proc = self._supervise(path)
         log.info("workload %s placement %s launched in %s", launch.workload_id, launch.placement_id, path)
 
-    def _supervise(self, path: Path) -> subprocess.Popen[bytes]:
-        env = {"PATH": self._environ.get("PATH", os.defpath), "PYTHONPATH": str(_REPO)}
+    # -- what a subclass runs differently (podman.py)
+
+    def _spec(
+        self, doc: dict[str, Any], *, launch: Launch, path: Path, devices: tuple[str, ...]
+    ) -> dict[str, Any]:
+        """spec.json as the supervisor reads it: this runner's is the process's."""
+        return doc
+
+    def _refusal(self, run: RunSpec | None) -> str | None:
+        """Why this runner cannot run the spec; None when it can."""
+        if argv_of(run):
+            return None
+        why = "no run spec: nothing to execute" if run is None else "the run spec has no command"
+        return f"{why} (the process runner runs a command)"
+
+    def _started_doc(self, run: Run) -> dict[str, Any] | None:
+        """started.json once the workload runs; None before."""
+        return files.read_json(run.path / files.STARTED)
+
+    def _supervisor_env(self) -> dict[str, str]:
+        return {"PATH": self._environ.get("PATH", os.defpath), "PYTHONPATH": str(_REPO)}
+
+    def _supervise(self, path: Path) -> subprocess.Popen[bytes] | None:
+        """Start the run's supervisor: forked by the launcher (then watched by its supervisor.json, like
+        an adopted run), else as a process of its own."""
+        if self._launcher.launch(path):
+            return None
+        env = self._supervisor_env()
         with open(path / "supervisor.log", "ab") as err:
             return subprocess.Popen(  # noqa: S603 - our own module, by absolute interpreter path
-                [self._python, "-m", _SUPERVISOR, str(path)],
+                # -S: no site (its .pth scan was a third of the start); the supervisor is stdlib only.
+                [self._python, "-S", "-m", self.supervisor_module, str(path)],
                 cwd=path,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -241,15 +405,18 @@ class ProcessRunner:
 
     def _look(self, run: Run) -> list[RunnerReport]:
         reports: list[RunnerReport] = []
-        if not run.started_told and (started := files.read_json(run.path / files.STARTED)) is not None:
+        if not run.started_told and (started := self._started_doc(run)) is not None:
             run.started_told = True
             self._unmarked[run.path.name] = run
             if not run.swallow:
-                reports.append(started_report(run, started))
+                told = started_report(run, started)
+                reports.append(told)
+                if (move := self._moves.get(run.path.name)) is not None:
+                    reports.append(_running(told, move))
         ended = files.read_json(run.path / files.EXIT)
         if ended is None:
             ended = self._lost(run)
-        if ended is not None:
+        if ended is not None and not self._held(run, ended):
             run.exit_told = True
             self._unmarked[run.path.name] = run
             if run.proc is not None:
@@ -258,6 +425,26 @@ class ProcessRunner:
                 reports.append(exited_report(run, ended))
         return reports
 
+    def _held(self, run: Run, ended: dict[str, Any]) -> bool:
+        """An exit to tell waits until its log and outputs are in the object store, or give_up_s."""
+        moved = run.swallow or ended.get("stop") == "moved"
+        if self.shipper is None or moved or self.shipper.finalized(run.path):
+            self._holding.pop(run.path.name, None)
+            return False
+        since = self._holding.setdefault(run.path.name, time.monotonic())
+        if time.monotonic() - since < self.shipper.give_up_s:
+            return True
+        log.error(
+            "workload %s placement %s: its log and outputs did not reach the object store %s within %.0fs; "
+            "its exit is reported without them",
+            run.workload_id,
+            run.placement_id,
+            self.shipper.store.url,
+            self.shipper.give_up_s,
+        )
+        self._holding.pop(run.path.name, None)
+        return False
+
     def _lost(self, run: Run) -> dict[str, Any] | None:
         """An exit for a run whose supervisor is gone without writing one (killed), or never came up."""
         if run.proc is not None:
@@ -265,7 +452,9 @@ class ProcessRunner:
                 return None
             doc = files.read_json(run.path / files.EXIT)  # it may have written it just before exiting
             return doc if doc is not None else self._orphaned(run, "its supervisor died")
-        sup = files.read_json(run.path / files.SUPERVISOR)
+        sup = self._sups.get(run.path.name) or files.read_json(run.path / files.SUPERVISOR)
+        if sup is not None:
+            self._sups[run.path.name] = sup
         if sup is None:
             age = time.time() - (run.path / files.SPEC).stat().st_mtime
             return self._orphaned(run, "its supervisor never started") if age > LAUNCH_TIMEOUT_S else None
@@ -290,3 +479,27 @@ class ProcessRunner:
         if sup is not None and files.process_start(int(sup["pid"])) == sup.get("start"):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(sup["pid"]), signal.SIGUSR1)
+
+
+def _running(started: RunnerReport, move: dict[str, Any]) -> RunnerReport:
+    """A migration's last step: the workload runs on its new placement, from its checkpoint or not."""
+    return dataclasses.replace(
+        started,
+        event="progress",
+        phase="running",
+        percent=100.0,
+        reason=str(move.get("note") or ""),
+        pid=None,
+        notes=(),
+        restored=bool(move.get("restored")),
+    )
+
+
+def _unseen(run: Run) -> bool:
+    """Neither its start nor its end seen yet."""
+    return not (run.started_told or run.exit_told)
+
+
+def _news(path: Path) -> bool:
+    """Whether the run wrote its start or its end (two stats: cheaper than reading either)."""
+    return os.path.exists(path / files.STARTED) or os.path.exists(path / files.EXIT)

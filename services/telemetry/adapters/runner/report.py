@@ -32,3 +32,11 @@ class RunnerReport:
     exit_reason: ExitReason | None = None
     exit_code: int | None = None
     signal: int | None = None
+    #: What people should know of a start: memory not isolated, restarted from the start, the limits.
+    notes: tuple[str, ...] = ()
+    #: A migration's progress (moves.py): the phase's bytes, whether it ran from its checkpoint (at
+    #: running), and ``last``: nothing more comes about this placement, which has left the host.
+    bytes_done: int | None = None
+    bytes_total: int | None = None
+    restored: bool | None = None
+    last: bool = False

@@ -34,6 +34,8 @@ class Launch:
     allocations: tuple[AllocationItem, ...]
     run: RunSpec | None
     note: str = ""
+    moved_from: str | None = None  # the target of a migration from this placement (moves.py)
+    restore_dir: Path | None = None  # its checkpoint, fetched: GPUCLOUD_RESTORE_FROM
 
 
 @dataclass(slots=True)
@@ -48,6 +50,7 @@ class Run:
     exit_told: bool = False
     swallow: bool = False  # moved: its end is no exit of the workload
     proc: subprocess.Popen[bytes] | None = None  # the supervisor, when this agent launched it
+    runner: str = "process"  # what runs it, as its reports name it (spec.json's "runner")
 
 
 def spec_doc(
@@ -80,16 +83,18 @@ def spec_doc(
 
 
 def started_report(run: Run, started: dict[str, Any]) -> RunnerReport:
-    """The report of started.json, with the run's notes and the limits enforced as its reason."""
-    said = "; ".join((*run.notes, str(started.get("limits") or "")))
+    """The report of started.json: the run's notes and the limits enforced, as notes and as its reason."""
+    notes = tuple(n for n in (*run.notes, str(started.get("limits") or "")) if n)
     return RunnerReport(
         workload_id=run.workload_id,
         event="started",
         at=_at(started.get("at")),
-        reason=said.strip("; "),
+        reason="; ".join(notes),
         placement_id=run.placement_id,
         pid=int_or_none(started.get("pid")),
-        runner="process",
+        container_id=cid if isinstance(cid := started.get("container_id"), str) else None,
+        runner=run.runner,
+        notes=notes,
     )
 
 
@@ -107,7 +112,7 @@ def exited_report(run: Run, ended: dict[str, Any]) -> RunnerReport:
         at=_at(ended.get("at")),
         reason=str(ended.get("detail") or reason),
         placement_id=run.placement_id,
-        runner="process",
+        runner=run.runner,
         exit_reason=reason if reason in _REASONS else "failed",  # type: ignore[arg-type]
         exit_code=int_or_none(ended.get("exit_code")),
         signal=int_or_none(ended.get("signal")),

@@ -22,11 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from services.telemetry.adapters.runner import cgroups, files
+from services.telemetry.adapters.runner.checkpointing import Checkpointing, wanted
 from services.telemetry.adapters.runner.exits import StopReason, describe, exit_reason
 
 POLL_S = 0.2  # how often it looks for stop.json when no signal woke it
 DRAIN_S = 1.0  # after the exit, how long output still held by a straggler is read
 READ = 65536
+#: Where output.log's bytes sit in the whole output: rewritten at each rotation, read by the shipper
+#: (ship.py), which tells the files apart by inode (a rotation renames output.log to output.log.1).
+LOG_STATE = "log.json"
 
 
 def _now() -> str:
@@ -42,6 +46,9 @@ class LogFile:
         self._out = open(path, "ab")  # noqa: SIM115 - held for the workload's life
         self._size = self._out.tell()
         self.rotations = 0
+        self._base = 0  # bytes of the whole output before output.log's first
+        self._prev_base = 0  # ... and before output.log.1's
+        self._record()
 
     def write(self, data: bytes) -> None:
         while data:
@@ -58,8 +65,21 @@ class LogFile:
         self._out.close()
         os.replace(self._path, self._path.with_name(self._path.name + ".1"))
         self._out = open(self._path, "ab")  # noqa: SIM115 - see __init__
+        self._prev_base, self._base = self._base, self._base + self._size
         self._size = 0
         self.rotations += 1
+        self._record()
+
+    def _record(self) -> None:
+        doc = {
+            "rotations": self.rotations,
+            "inode": os.fstat(self._out.fileno()).st_ino,
+            "base": self._base,
+            "prev_base": self._prev_base,
+        }
+        # Readers are on this host (no fsync); a failed record only pauses shipping, never the output.
+        with contextlib.suppress(OSError):
+            files.write_json(self._path.with_name(LOG_STATE), doc, durable=False)
 
     def close(self) -> None:
         self._out.close()
@@ -77,6 +97,8 @@ class Supervisor:
         self._kill_at: float | None = None
         self._killed = False
         self._termed = False
+        self._checkpoint: Checkpointing | None = None  # a move's checkpoint request, before its SIGTERM
+        self._move_grace: object = None
         self._wake_r, self._wake_w = os.pipe()
 
     def run(self) -> int:
@@ -128,6 +150,8 @@ class Supervisor:
             {"pid": child.pid, "start": files.process_start(child.pid), "at": _now(), "limits": limits},
         )
         status = self._wait(child, read_end, log=log)
+        while self._checkpoint is not None and self._checkpoint.poll(workload_alive=False) is None:
+            time.sleep(0.05)  # its checkpoint command still runs (bounded by the request's timeout)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(child.pid, signal.SIGKILL)  # what it left behind in its group ends with it
         self._drain(read_end, log=log)
@@ -176,7 +200,13 @@ class Supervisor:
 
     def _act(self, child: subprocess.Popen[bytes], deadline: float | None) -> None:
         if self._stop is None and (request := files.read_json(self._dir / files.STOP)) is not None:
-            self._ask_stop(request.get("reason", "cancelled"), grace=request.get("grace_s"))
+            if (ask := wanted(self._spec, request)) is not None:
+                self._ask_checkpoint(child, ask, grace=request.get("grace_s"))
+            else:
+                self._ask_stop(request.get("reason", "cancelled"), grace=request.get("grace_s"))
+        if self._checkpoint is not None and self._kill_at is None and self._checkpoint.poll() is not None:
+            wait = self._move_grace if isinstance(self._move_grace, int | float) else self._grace
+            self._kill_at = time.monotonic() + float(wait)  # checkpointed or not: now SIGTERM, grace
         if (
             deadline is not None
             and self._stop is None
@@ -192,6 +222,16 @@ class Supervisor:
             if time.monotonic() >= self._kill_at:
                 self._killed = True
                 self._signal(child, signal.SIGKILL)
+
+    def _ask_checkpoint(self, child: subprocess.Popen[bytes], ask: dict[str, Any], *, grace: object) -> None:
+        """A move that asks for a checkpoint: request it now; the SIGTERM waits for its result."""
+        self._stop, self._move_grace = "moved", grace
+        env: dict[str, str] = self._spec["env"]
+        where = env.get("GPUCLOUD_CHECKPOINT_DIR") or str(self._dir / files.CHECKPOINT_DIR)
+        self._checkpoint = Checkpointing(ask, checkpoint_dir=Path(where), run_dir=self._dir)
+        self._checkpoint.begin(
+            send=lambda sig: self._signal(child, sig), env=env, cwd=self._spec.get("cwd") or str(self._dir)
+        )
 
     def _ask_stop(self, reason: str, *, grace: object = None) -> None:
         if self._stop is not None:
@@ -234,7 +274,15 @@ class Supervisor:
             oom_kills=oom,
         )
         said = detail or describe(exit_code=exit_code, signal=sig, reason=reason, killed=self._killed)
-        doc = {"exit_code": exit_code, "signal": sig, "reason": reason, "detail": said, "at": _now()}
+        doc: dict[str, Any] = {
+            "exit_code": exit_code,
+            "signal": sig,
+            "reason": reason,
+            "detail": said,
+            "at": _now(),
+        }
+        if self._checkpoint is not None and self._checkpoint.result is not None:
+            doc["checkpoint"] = self._checkpoint.result.doc()
         files.write_json(self._dir / files.EXIT, doc | {"stop": self._stop, "oom_kills": oom})
 
 

@@ -16,7 +16,12 @@ from libs.common.events import Event
 from libs.common.events.agent import MigrationStepV1, WorkloadExitedV1, WorkloadStartedV1
 from libs.common.events.scheduler import WorkloadEndedV1, WorkloadMigratingV1, WorkloadPlacedV1
 from services.telemetry.service.agent.reports import Allocation
-from services.telemetry.service.agent.runner import RunnerReport, StopReason, WorkloadRunner
+from services.telemetry.service.agent.runner import (
+    MovesCheckpoints,
+    RunnerReport,
+    StopReason,
+    WorkloadRunner,
+)
 
 __all__ = ["Placement", "PlacementBook"]
 
@@ -32,6 +37,7 @@ class Placement:
     placement_id: str
     node: str
     gpus: tuple[str, ...]
+    checkpoints: bool = False  # its run spec asks for a checkpoint when it is moved
 
 
 class PlacementBook:
@@ -42,8 +48,13 @@ class PlacementBook:
         self._gpus = gpus
         self._placements: dict[str, Placement] = {}
         self._migrating_to: dict[str, str] = {}  # workload id -> placement id it moves to
-        # Ended by the scheduler (cancel, preemption) with the host's exit still to be told by the runner.
-        self._stopping: dict[str, Placement] = {}
+        self._migrating_from: dict[str, str] = {}  # workload id -> placement id it moves from
+        # Left for a move, with the runner's checkpoint and transfer reports about it still to come.
+        self._leaving: dict[str, Placement] = {}
+        # Ended by the scheduler (cancel, preemption) with the host's exit still to be told by the runner:
+        # workload id -> placement id -> placement. By placement, for a workload placed again here and
+        # ended again before the first run's exit was told has two exits to come.
+        self._stopping: dict[str, dict[str, Placement]] = {}
 
     def allocations(self) -> dict[str, Allocation]:
         """GPU uuid -> (workload id, tenant id), to label samples."""
@@ -73,6 +84,7 @@ class PlacementBook:
             current = self._placements.get(event.workload_id)
             if current is None or current.placement_id != event.to_placement_id:  # not a redelivered move
                 self._migrating_to[event.workload_id] = event.to_placement_id
+                self._migrating_from[event.workload_id] = event.from_placement_id
         elif isinstance(event, WorkloadEndedV1):
             self._ended(event)
 
@@ -80,18 +92,24 @@ class PlacementBook:
         gpus = tuple(a.gpu_uuid for a in event.allocations if a.gpu_uuid in self._gpus)
         current = self._placements.get(event.workload_id)
         moving = self._migrating_to.get(event.workload_id) == event.placement_id
+        source = self._migrating_from.get(event.workload_id) if moving else None
         if current is not None and current.placement_id == event.placement_id:
             if moving:  # a redelivered move to where it already is: nothing is pending any more
                 del self._migrating_to[event.workload_id]
+                self._migrating_from.pop(event.workload_id, None)
             return
         if moving or (gpus and current is not None):
             # The scheduler emits the target's placed event right after the migrating one: once it is
             # here (on these GPUs or elsewhere) nothing is pending, so other nodes' moves leave no trace.
             self._migrating_to.pop(event.workload_id, None)
+            self._migrating_from.pop(event.workload_id, None)
         if not gpus:
             return
-        new = Placement(event.workload_id, event.tenant_id, event.placement_id, event.node, gpus)
+        asks = event.run is not None and event.run.checkpoint is not None
+        new = Placement(event.workload_id, event.tenant_id, event.placement_id, event.node, gpus, asks)
         mine = [a for a in event.allocations if a.gpu_uuid in self._gpus]
+        if current is not None:
+            self._left(current)
         if current is not None and moving:
             self._runner.migrate(
                 workload_id=event.workload_id,
@@ -103,6 +121,10 @@ class PlacementBook:
         else:
             if current is not None:
                 self._runner.stop(workload_id=event.workload_id, reason="moved")
+            elif source is not None and isinstance(self._runner, MovesCheckpoints):
+                self._runner.expect_move(
+                    workload_id=event.workload_id, placement_id=event.placement_id, from_placement_id=source
+                )
             self._runner.start(
                 workload_id=event.workload_id,
                 tenant_id=event.tenant_id,
@@ -121,27 +143,48 @@ class PlacementBook:
         if current is None or current.placement_id != event.placement_id:
             return  # an older placement (e.g. the source of a migration) or not ours
         if self._runner.stop(workload_id=event.workload_id, reason=_STOPS.get(event.outcome, "cancelled")):
-            self._stopping[event.workload_id] = current
+            self._stopping.setdefault(event.workload_id, {})[current.placement_id] = current
+        elif event.outcome == "migrated":
+            self._left(current)
         del self._placements[event.workload_id]
+
+    def _left(self, placement: Placement) -> None:
+        """A placement left for a move: its checkpoint's progress is still to be told, where it has one."""
+        if placement.checkpoints and isinstance(self._runner, MovesCheckpoints):
+            self._leaving[placement.workload_id] = placement
 
     def reports(self, *, now: datetime) -> list[Event]:
         """Advance the runner to `now`; the agent events its reports become."""
-        return [e for r in self._runner.poll(now=now) if (e := self._report(r)) is not None]
+        return self.told(self._runner.poll(now=now))
+
+    def told(self, reports: list[RunnerReport]) -> list[Event]:
+        """The agent events these runner reports become (the agent's quick poll brings its own)."""
+        return [e for r in reports if (e := self._report(r)) is not None]
 
     def _placement_of(self, report: RunnerReport) -> Placement | None:
-        """The placement a report is about: the current one, or one stopped with its exit to come."""
-        for book in (self._placements, self._stopping):
-            p = book.get(report.workload_id)
-            if p is not None and report.placement_id in (None, p.placement_id):
-                return p
-        return None
+        """The placement a report is about: the current one, one stopped with its exit to come, or one
+        left for a move with its checkpoint's progress to come (until the runner's last report of it)."""
+        p = self._placements.get(report.workload_id)
+        if p is not None and report.placement_id in (None, p.placement_id):
+            return p
+        stops = self._stopping.get(report.workload_id, {})
+        if report.placement_id is None and stops:
+            return next(iter(stops.values()))
+        if report.placement_id is not None and report.placement_id in stops:
+            return stops[report.placement_id]
+        left = self._leaving.get(report.workload_id)
+        if left is None or report.placement_id != left.placement_id:
+            return None
+        if report.last:
+            del self._leaving[report.workload_id]
+        return left
 
     def _report(self, report: RunnerReport) -> Event | None:
         p = self._placement_of(report)
         if p is None:
             return None
         wl, tenant, placement = p.workload_id, p.tenant_id, p.placement_id
-        stopped = self._stopping.get(wl) is p
+        stopped = self._stopping.get(wl, {}).get(placement) is p
         # Each report carries the instant the runner saw it happen (not this tick's): charges follow it.
         if report.event == "started":
             if stopped:
@@ -157,6 +200,7 @@ class PlacementBook:
                 pid=report.pid,
                 container_id=report.container_id,
                 runner=report.runner,
+                notes=list(report.notes),
             )
         if report.event == "progress":
             return MigrationStepV1(
@@ -167,10 +211,17 @@ class PlacementBook:
                 phase=_PHASES.get(report.phase or "", "running"),
                 percent=int(min(max(report.percent or 0.0, 0.0), 100.0)),
                 at=report.at,
+                bytes_done=report.bytes_done,
+                bytes_total=report.bytes_total,
+                restored=report.restored,
+                note=report.reason,
             )
-        for book in (self._placements, self._stopping):  # both, should a redelivered placed be in one
-            if (held := book.get(wl)) is not None and held.placement_id == placement:
-                del book[wl]
+        # both, should a redelivered placed be in one
+        if (held := self._placements.get(wl)) is not None and held.placement_id == placement:
+            del self._placements[wl]
+        stops = self._stopping.get(wl)
+        if stops is not None and stops.pop(placement, None) is not None and not stops:
+            del self._stopping[wl]
         return WorkloadExitedV1(
             workload_id=wl,
             tenant_id=tenant,

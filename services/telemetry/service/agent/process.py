@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +41,7 @@ from services.telemetry.domain.metrics import GpuLost
 from services.telemetry.domain.xid import XidCounter
 from services.telemetry.service.agent.placements import PlacementBook
 from services.telemetry.service.agent.ports import Publisher
+from services.telemetry.service.agent.prompt import PromptRunner, prompt_loop
 from services.telemetry.service.agent.reports import (
     Allocation,
     encoded_samples,
@@ -60,6 +62,9 @@ PUBLISH_EVERY_NODES = 125  # node batches per producer hand-off within a tick (1
 SPREAD_SHARE = 0.8
 #: How often the agent asks which broker it talks to (one metadata request; never per message).
 BROKER_CHECK_EVERY_S = 10.0
+#: At stop, how long the last round of shipping logs and outputs may take (what it leaves, the next start
+#: ships: shipped.json says where it was).
+SHIP_ON_STOP_S = 10.0
 
 
 class AgentSettings(IntakeSettings, Protocol):
@@ -114,6 +119,8 @@ class NodeAgent:
         self.slow_ticks = 0
         self.failed_ticks = 0
         self.new_brokers = 0  # brokers found to have lost the log, and caught up with
+        self._reporting = asyncio.Lock()  # a tick's reports or the quick poll's: one at a time (_report)
+        self._shipping: asyncio.Task[None] | None = None  # a round of shipping logs and outputs
 
     @property
     def book(self) -> PlacementBook:
@@ -131,16 +138,21 @@ class NodeAgent:
             await self.intake.catch_up(consumer)
             await self._announce()
             listener = asyncio.create_task(self.intake.listen(consumer, stop))
+            quick = asyncio.create_task(self.quick_polls(stop))
             try:
                 await self._ticks(stop)
             finally:
-                listener.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await listener
+                for task in (listener, quick):
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             # Only on a clean stop: after a failed send the book may be ahead of what was delivered.
             await self.intake.save(force=True)
         finally:
             self._consumer = None
+            await self._ship_last()
+            if (mover := self._setup.mover) is not None:
+                await mover.close()  # the next start takes up what is left (the run directories say it)
             await consumer.stop()
             await self._out.stop()
             for probe in self._setup.probes.values():
@@ -275,13 +287,14 @@ class NodeAgent:
             self._cannot_reach(exc, doing="announce its nodes")
 
     async def _flush(self) -> None:
-        """Wait for every send since the last flush; when one failed, they are all sent again next tick."""
+        """Wait for every send since the last flush; when one failed, they are all sent again next tick.
+        What is queued while it waits is the next flush's (a tick's and the quick poll's may overlap)."""
+        sent, self._unacked = self._unacked, []
         try:
             await self._out.flush()
         except BaseException:
-            self._resend, self._unacked = [*self._resend, *self._unacked], []
+            self._resend = [*self._resend, *sent]
             raise
-        self._unacked.clear()
 
     def _announce_queued(self) -> None:
         for host, discovery in self._setup.discoveries.items():
@@ -340,14 +353,10 @@ class NodeAgent:
         instead of back to back (see node_slices).
         """
         started = time.monotonic()
-        resend, self._resend = self._resend, []
-        for message in resend:
-            self._queue(message)
-        reports = self._book.reports(now=self._clock())
-        if reports:
-            self.intake.changed()
-        for report in reports:
-            self._send(report)
+        self._ship_soon()
+        if (mover := self._setup.mover) is not None:
+            await mover.step()  # migrations' checkpoints: their transfers run beside the ticks
+        await self._report()
         allocations = self._book.allocations()
         topic = self._s.topic(t.TELEMETRY_SAMPLES)
         hosts = list(self._setup.probes)
@@ -357,7 +366,57 @@ class NodeAgent:
             await asyncio.sleep(max(0.0, delay))
             await self._out.publish(topic, await self._read(part, allocations=allocations))
         await self._flush()
-        self._setup.runner.delivered()  # only now may a runner forget what its reports told
+
+    async def _report(self, *, quick: bool = False) -> None:
+        """Send what a failed flush may have lost and the runner's reports (of its quick poll, or of a
+        whole poll), wait for the broker's acknowledgement, then let the runner forget them.
+
+        One at a time (a tick's and the quick poll's): the runner's delivered() covers every poll before
+        it, so no poll may come between another's sends and their acknowledgement.
+        """
+        async with self._reporting:
+            resend, self._resend = self._resend, []
+            for message in resend:
+                self._queue(message)
+            runner, now = self._setup.runner, self._clock()
+            if quick and isinstance(runner, PromptRunner):
+                reports = self._book.told(runner.poll_starts(now=now))
+            else:
+                reports = self._book.reports(now=now)
+            if reports:
+                self.intake.changed()
+            for report in reports:
+                self._send(report)
+            await self._flush()
+            runner.delivered()  # only now may a runner forget what its reports told
+
+    async def quick_polls(self, stop: asyncio.Event) -> None:
+        """Launches and starts told within milliseconds, between the ticks (service/agent/prompt.py)."""
+        report = functools.partial(self._report, quick=True)
+        await prompt_loop(runner=self._setup.runner, report=report, stop=stop, errors=BROKER_ERRORS)
+
+    def _ship_soon(self) -> None:
+        """Start a round of shipping logs and outputs off the host, unless one still runs: it goes on
+        beside the ticks (an upload must not delay samples); an exit waits for it (ProcessRunner)."""
+        shipper = self._setup.shipper
+        if shipper is not None and (self._shipping is None or self._shipping.done()):
+            self._shipping = asyncio.create_task(shipper.ship())
+
+    async def _ship_last(self) -> None:
+        """At stop: the round under way, then one more, within SHIP_ON_STOP_S."""
+        shipper = self._setup.shipper
+        if shipper is None:
+            return
+        try:
+            async with asyncio.timeout(SHIP_ON_STOP_S):
+                if self._shipping is not None:
+                    await self._shipping
+                await shipper.ship()
+        except TimeoutError:
+            log.warning(
+                "the last shipping of logs and outputs took over %.0fs: left for the next start",
+                SHIP_ON_STOP_S,
+            )
 
     async def _read(
         self, hosts: list[str], *, allocations: dict[str, Allocation]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from libs.common.events.scheduler import AllocationItem, RunSpec
 from services.telemetry.adapters.runner.exits import StopReason
@@ -18,7 +18,7 @@ from services.telemetry.adapters.sim.fleet import SimFleet
 from services.telemetry.adapters.sim.physics import PROFILES, ProfileKind
 from services.telemetry.adapters.sim.workloads import WorkloadReport
 
-__all__ = ["RunnerReport", "SimWorkloadRunner", "StopReason", "WorkloadRunner"]
+__all__ = ["MovesCheckpoints", "RunnerReport", "SimWorkloadRunner", "StopReason", "WorkloadRunner"]
 
 
 class WorkloadRunner(Protocol):
@@ -68,6 +68,16 @@ class WorkloadRunner(Protocol):
 
     def delivered(self) -> None:
         """The reports of every poll so far reached the broker: they need not be told again."""
+        ...
+
+
+@runtime_checkable
+class MovesCheckpoints(Protocol):
+    """A runner that carries a workload's checkpoint from the placement it left to its new one."""
+
+    def expect_move(self, *, workload_id: str, placement_id: str, from_placement_id: str) -> None:
+        """The coming start of ``placement_id`` is the target of a migration from ``from_placement_id``
+        (on this agent or another): it restores that placement's checkpoint where there is one."""
         ...
 
 

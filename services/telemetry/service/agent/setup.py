@@ -6,16 +6,26 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import shlex
 import socket
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from libs.common.objectstore import open_store
 from services.telemetry.adapters.fleetfile import default_fleet, load_fleet_file
+from services.telemetry.adapters.runner.moves import Mover
+from services.telemetry.adapters.runner.podman import (
+    PodmanRunner,
+    cdi_spec_dirs,
+    has_nvidia_cdi,
+    podman_runs_containers,
+)
 from services.telemetry.adapters.runner.process import ProcessRunner
+from services.telemetry.adapters.runner.ship import Shipper
 from services.telemetry.adapters.sim import SimFleet, SimProbe
 from services.telemetry.domain.probe import GpuProbe, NodeDiscovery, ProbeError
 from services.telemetry.service.agent.runner import SimWorkloadRunner, WorkloadRunner
@@ -24,6 +34,7 @@ __all__ = [
     "AgentSetup",
     "RunnerSettings",
     "SetupSettings",
+    "host_runner",
     "nvml_setup",
     "process_runner",
     "resolve_setup",
@@ -52,7 +63,11 @@ class RunnerSettings(Protocol):
     """The settings that choose and configure the workload runner."""
 
     @property
-    def agent_runner(self) -> Literal["auto", "simulated", "process"]: ...
+    def agent_runner(self) -> Literal["auto", "simulated", "process", "podman"]: ...
+    @property
+    def agent_podman(self) -> str: ...
+    @property
+    def agent_podman_run_args(self) -> str: ...
     @property
     def agent_state_dir(self) -> Path | None: ...
     @property
@@ -61,6 +76,16 @@ class RunnerSettings(Protocol):
     def agent_log_quota_bytes(self) -> int: ...
     @property
     def agent_cgroup_root(self) -> Path | None: ...
+    @property
+    def object_store_url(self) -> str: ...
+    @property
+    def agent_output_cap_bytes(self) -> int: ...
+    @property
+    def agent_log_chunk_bytes(self) -> int: ...
+    @property
+    def agent_ship_give_up_s(self) -> float: ...
+    @property
+    def agent_restore_wait_s(self) -> float: ...
 
 
 class AgentSettingsForSetup(SetupSettings, RunnerSettings, Protocol):
@@ -84,6 +109,16 @@ class AgentSetup:
     def gpus(self) -> frozenset[str]:
         """Every GPU uuid this agent reads."""
         return frozenset(g.uuid for d in self.discoveries.values() for g in d.gpus)
+
+    @property
+    def shipper(self) -> Shipper | None:
+        """What ships the runs' logs and outputs off the host (the process runner's), if any."""
+        return self.runner.shipper if isinstance(self.runner, ProcessRunner) else None
+
+    @property
+    def mover(self) -> Mover | None:
+        """What carries migrating workloads' checkpoints through the object store, if anything."""
+        return self.runner.mover if isinstance(self.runner, ProcessRunner) else None
 
 
 async def simulated_setup(*, settings: SetupSettings, clock: Callable[[], datetime]) -> AgentSetup:
@@ -144,17 +179,28 @@ async def resolve_setup(*, settings: AgentSettingsForSetup, clock: Callable[[], 
 
 def with_runner(setup: AgentSetup, *, settings: RunnerSettings) -> AgentSetup:
     """The setup with the runner TELEMETRY_AGENT_RUNNER asks for: auto is the simulator on a simulated
-    fleet and the process runner on real GPUs; the simulator cannot play real GPUs."""
+    fleet, on real GPUs podman where it can run them (host_runner), else the process runner; the simulator
+    cannot play real GPUs."""
     choice = settings.agent_runner
     if choice == "auto":
-        choice = "simulated" if setup.fleet is not None else "process"
+        choice = "simulated" if setup.fleet is not None else host_runner(settings=settings)
     if choice == "simulated":
         if setup.fleet is None:
             raise ValueError(
                 "TELEMETRY_AGENT_RUNNER=simulated needs a simulated fleet (TELEMETRY_AGENT_MODE)"
             )
         return setup
-    if isinstance(setup.runner, ProcessRunner):
+    if choice == "podman":
+        if isinstance(setup.runner, PodmanRunner):
+            return setup
+        podman = {
+            "podman": shlex.split(settings.agent_podman),
+            "run_args": shlex.split(settings.agent_podman_run_args),
+            "cdi": setup.fleet is None,  # a simulated fleet's GPU UUIDs name no device
+        }
+        runner = process_runner(settings=settings, discoveries=setup.discoveries, podman=podman)
+        return dataclasses.replace(setup, runner=runner)
+    if isinstance(setup.runner, ProcessRunner) and not isinstance(setup.runner, PodmanRunner):
         return setup
     return dataclasses.replace(setup, runner=process_runner(settings=settings, discoveries=setup.discoveries))
 
@@ -173,14 +219,51 @@ def workload_root(*, settings: RunnerSettings, discoveries: Mapping[str, NodeDis
     return base / f"{sorted(discoveries)[0] if discoveries else 'agent'}-{digest}"
 
 
-def process_runner(*, settings: RunnerSettings, discoveries: Mapping[str, NodeDiscovery]) -> ProcessRunner:
-    """The process runner over these nodes' GPUs."""
+def host_runner(
+    *,
+    settings: RunnerSettings,
+    cdi_dirs: Sequence[Path] | None = None,
+    probe: Callable[..., str | None] = podman_runs_containers,
+) -> Literal["podman", "process"]:
+    """auto on real GPUs: podman when a CDI spec names the GPUs and podman runs a container here (one
+    container of the host's root, checked once at start), else the process runner."""
+    if not has_nvidia_cdi(cdi_spec_dirs() if cdi_dirs is None else cdi_dirs):
+        log.info("runner auto: no CDI spec for the GPUs (nvidia-ctk cdi generate): the process runner")
+        return "process"
+    why = probe(
+        podman=shlex.split(settings.agent_podman), run_args=shlex.split(settings.agent_podman_run_args)
+    )
+    if why is not None:
+        log.info("runner auto: %s: the process runner", why)
+        return "process"
+    return "podman"
+
+
+def process_runner(
+    *,
+    settings: RunnerSettings,
+    discoveries: Mapping[str, NodeDiscovery],
+    podman: Mapping[str, Any] | None = None,
+) -> ProcessRunner:
+    """The process runner over these nodes' GPUs; with ``podman`` (PodmanRunner's options), the podman
+    runner."""
     root = workload_root(settings=settings, discoveries=discoveries)
     if settings.agent_workload_dir is None and settings.agent_state_dir is None:
         log.warning("no TELEMETRY_AGENT_STATE_DIR: workload state under %s (lost with the temp dir)", root)
-    return ProcessRunner(
+    shipper = Shipper(
+        store=open_store(settings.object_store_url),
+        root=root,
+        chunk_bytes=settings.agent_log_chunk_bytes,
+        output_cap_bytes=settings.agent_output_cap_bytes,
+        give_up_s=settings.agent_ship_give_up_s,
+    )
+    make = ProcessRunner if podman is None else PodmanRunner
+    return make(
         root=root,
         card_memory={g.uuid: g.memory_bytes for d in discoveries.values() for g in d.gpus if g.memory_bytes},
         log_quota_bytes=settings.agent_log_quota_bytes,
         cgroup_root=settings.agent_cgroup_root,
+        shipper=shipper,
+        mover=Mover(store=shipper.store, wait_s=settings.agent_restore_wait_s),
+        **(podman or {}),
     )

@@ -1,0 +1,183 @@
+"""The agent's quick poll and the runner's launcher, with real supervisors and processes (no broker:
+the agent publishes through the fake producer, and records are applied to its intake directly)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from aiokafka import TopicPartition
+
+from libs.common.events import EVENT_TYPES, decode, encode, envelop, topics
+from libs.common.events.agent import WorkloadExitedV1, WorkloadStartedV1
+from libs.common.events.scheduler import AllocationItem, RunSpec, WorkloadEndedV1, WorkloadPlacedV1
+from services.telemetry.adapters.agent.publisher_fake import FakePublisher
+from services.telemetry.adapters.runner import files
+from services.telemetry.adapters.runner.process import ProcessRunner
+from services.telemetry.adapters.runner.report import RunnerReport
+from services.telemetry.service.agent.process import NodeAgent, utc_now
+from services.telemetry.service.agent.setup import simulated_setup
+from services.telemetry.settings import TelemetrySettings
+
+SETTINGS = TelemetrySettings(kafka_bootstrap_servers="kafka-test:9092", kafka_topic_prefix="q.")
+SCHEDULER = TopicPartition(SETTINGS.topic(topics.SCHEDULER), 0)
+AGENT_TOPIC = SETTINGS.topic(topics.NODE_AGENT)
+SAMPLES = SETTINGS.topic(topics.TELEMETRY_SAMPLES)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Iterator[Path]:
+    """The runner's state dir; whatever still runs under it is killed after the test."""
+    yield tmp_path / "runs"
+    for run in (tmp_path / "runs").glob("*"):
+        for name in (files.STARTED, files.SUPERVISOR):
+            doc = files.read_json(run / name)
+            if doc is not None and files.process_start(int(doc["pid"])) == doc.get("start"):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(int(doc["pid"]), signal.SIGKILL)
+
+
+def _runner(root: Path) -> ProcessRunner:
+    return ProcessRunner(root=root, card_memory={}, log_quota_bytes=1 << 20, environ=dict(os.environ))
+
+
+async def _agent(root: Path) -> tuple[NodeAgent, FakePublisher, str]:
+    fake = FakePublisher(partitions=SETTINGS.kafka_partitions)
+    fake.open(bootstrap=SETTINGS.kafka_bootstrap_servers, client_id="quick")
+    await fake.start()
+    setup = await simulated_setup(settings=SETTINGS, clock=utc_now)
+    setup = dataclasses.replace(setup, runner=_runner(root))
+    return NodeAgent(settings=SETTINGS, setup=setup, publisher=fake), fake, sorted(setup.gpus)[0]
+
+
+def _placed(workload: str, gpu: str, *command: str) -> bytes:
+    event = WorkloadPlacedV1(
+        workload_id=workload,
+        tenant_id="acme",
+        placement_id=f"pl-{workload}",
+        node="sim-node-0000",
+        allocations=[AllocationItem(gpu_uuid=gpu, units=Decimal(8), model="H100")],
+        kind="job",
+        run=RunSpec(command=list(command), grace_s=1),
+    )
+    return encode(envelop(event, source="test"))
+
+
+def _ended(workload: str) -> bytes:
+    event = WorkloadEndedV1(
+        workload_id=workload, tenant_id="acme", placement_id=f"pl-{workload}", outcome="cancelled"
+    )
+    return encode(envelop(event, source="test"))
+
+
+def _told(fake: FakePublisher) -> list[WorkloadStartedV1 | WorkloadExitedV1]:
+    events = [decode(value, EVENT_TYPES)[1] for _, value in fake.messages(AGENT_TOPIC)]
+    return [e for e in events if isinstance(e, WorkloadStartedV1 | WorkloadExitedV1)]
+
+
+async def _quick_polls_until(agent: NodeAgent, done: Callable[[], bool], *, timeout: float = 10.0) -> None:
+    stop = asyncio.Event()
+    task = asyncio.create_task(agent.quick_polls(stop))
+    try:
+        deadline = time.monotonic() + timeout
+        while not done():
+            assert time.monotonic() < deadline, "not done within the deadline"
+            await asyncio.sleep(0.01)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, timeout=5)
+
+
+async def test_a_placed_workload_is_launched_and_its_start_acknowledged_without_a_sample_tick(
+    root: Path,
+) -> None:
+    agent, fake, gpu = await _agent(root)
+    agent.intake.apply(SCHEDULER, offset=0, raw=_placed("wl-quick", gpu, "sleep", "30"), live=True)
+
+    await _quick_polls_until(agent, lambda: bool(_told(fake)))
+
+    (started,) = _told(fake)
+    assert isinstance(started, WorkloadStartedV1)
+    assert (started.workload_id, started.runner) == ("wl-quick", "process")
+    assert started.pid is not None
+    assert files.process_start(started.pid) is not None
+    assert fake.messages(SAMPLES) == []  # no tick ran
+    run = root / files.run_dir_name(workload_id="wl-quick", placement_id="pl-wl-quick")
+    assert files.read_json(run / files.REPORTED) == {"started": True, "exit": False}
+
+
+async def test_a_placement_ended_in_the_same_batch_is_never_launched_by_the_quick_poll(root: Path) -> None:
+    agent, fake, gpu = await _agent(root)
+    # As in a replay of the scheduler topic: placed and ended back to back, then another placement.
+    agent.intake.apply(SCHEDULER, offset=0, raw=_placed("wl-old", gpu, "sleep", "30"), live=False)
+    agent.intake.apply(SCHEDULER, offset=1, raw=_ended("wl-old"), live=False)
+    agent.intake.apply(SCHEDULER, offset=2, raw=_placed("wl-new", gpu, "sleep", "30"), live=True)
+
+    await _quick_polls_until(agent, lambda: bool(_told(fake)))
+
+    assert [(e.workload_id, type(e).__name__) for e in _told(fake)] == [("wl-new", "WorkloadStartedV1")]
+    assert not (root / files.run_dir_name(workload_id="wl-old", placement_id="pl-wl-old")).exists()
+
+
+def _ppid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2 :].split()[1])
+
+
+def test_a_killed_launcher_is_replaced_and_the_supervisors_it_forked_carry_on(root: Path) -> None:
+    runner = _runner(root)
+    _start(runner, "wl-a", gpu="GPU-a", command=["sleep", "30"])
+    _poll_until(runner, lambda seen: any(r.event == "started" for r in seen))
+    sup = files.read_json(
+        root / files.run_dir_name(workload_id="wl-a", placement_id="pl-wl-a") / files.SUPERVISOR
+    )
+    assert sup is not None
+    launcher = _ppid(int(sup["pid"]))
+    os.kill(launcher, signal.SIGKILL)
+
+    _start(runner, "wl-b", gpu="GPU-b", command=["sh", "-c", "exit 4"])
+    seen = _poll_until(
+        runner, lambda seen: any(r.workload_id == "wl-b" and r.event == "failed" for r in seen)
+    )
+    assert [r.exit_code for r in seen if r.workload_id == "wl-b" and r.event == "failed"] == [4]
+    assert files.process_start(int(sup["pid"])) == sup["start"]  # wl-a's supervisor still runs
+
+    assert runner.stop(workload_id="wl-a") is True
+    seen = _poll_until(runner, lambda seen: any(r.workload_id == "wl-a" for r in seen))
+    assert [(r.event, r.exit_reason) for r in seen if r.workload_id == "wl-a"] == [("failed", "cancelled")]
+
+
+def _start(runner: ProcessRunner, workload: str, *, gpu: str, command: list[str]) -> None:
+    runner.start(
+        workload_id=workload,
+        tenant_id="acme",
+        placement_id=f"pl-{workload}",
+        gpu_uuids=[gpu],
+        allocations=[AllocationItem(gpu_uuid=gpu, units=Decimal(8), model="H100")],
+        profile="training",
+        duration_s=None,
+        run=RunSpec(command=command, grace_s=1),
+        at=utc_now(),
+    )
+
+
+def _poll_until(
+    runner: ProcessRunner, done: Callable[[list[RunnerReport]], bool], *, timeout: float = 10.0
+) -> list[RunnerReport]:
+    seen: list[RunnerReport] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen.extend(runner.poll(now=utc_now()))
+        runner.delivered()
+        if done(seen):
+            return seen
+        time.sleep(0.02)
+    raise AssertionError(f"not done within {timeout}s; reports: {seen}")
