@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -183,6 +185,29 @@ def default_url() -> str:
     return (Path(tempfile.gettempdir()) / "gpucloud-objects").as_uri()
 
 
+def _make_root(root: Path, *, shared: bool) -> None:
+    """A file:// store's root, created owner-only (tenants' logs are in it). The default one, in the
+    shared temp dir, must be a real directory of this user's: another's (or a link) could read them all."""
+    if not root.exists():
+        root.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another process of this host made it first
+            root.mkdir(mode=0o700)
+            os.chmod(root, 0o700)  # not loosened by a umask, nor left to one
+    if not shared:
+        return
+    info = root.lstat()
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise ObjectStoreError(
+            f"default object store {root}: not a directory (a link?); set OBJECT_STORE_URL"
+        )
+    if info.st_uid != os.getuid():
+        raise ObjectStoreError(
+            f"default object store {root}: owned by uid {info.st_uid}, not this user's; set OBJECT_STORE_URL"
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(root, 0o700)  # made by an older version with the umask's mode
+
+
 def open_store(url: str, *, environ: Mapping[str, str] | None = None) -> ObjectStore:
     """``file:///abs/dir`` (created), ``s3://bucket[/prefix]`` or ``memory://``.
 
@@ -198,7 +223,7 @@ def open_store(url: str, *, environ: Mapping[str, str] | None = None) -> ObjectS
         if parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/"):
             raise ValueError(f"object store {url!r}: expected file:///absolute/path")
         root = Path(parsed.path)
-        root.mkdir(parents=True, exist_ok=True)
+        _make_root(root, shared=not url or url == default_url())
         return ObjectStore(LocalStore(root), url=url)
     if parsed.scheme == "s3":
         if not parsed.netloc:

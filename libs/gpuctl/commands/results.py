@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
+from urllib.parse import quote
 
 import httpx
 import typer
@@ -166,7 +167,9 @@ def outputs(
         emit(client.get("scheduler", f"/v1/workloads/{workload_id}/outputs"), fmt, view=outputs_view)
         return
     target = out or Path(path.rsplit("/", 1)[-1])
-    with client.stream("scheduler", f"/v1/workloads/{workload_id}/outputs/{path}") as response:
+    with client.stream(
+        "scheduler", f"/v1/workloads/{workload_id}/outputs/{quote(path, safe='/')}"
+    ) as response:
         size = _download(response, target)
     if str(target) != "-":
         session.note(f"wrote {size} bytes to {target}")

@@ -26,6 +26,8 @@ app = typer.Typer(help="Submit a job, get its result.", no_args_is_help=True)
 TIMED_OUT = 124
 #: The longest one request waits: the client's read timeout is 30 s; longer waits are asked in rounds.
 _ROUND_S = 25.0
+#: The submitting request's wait: it also submits and reads the result, so it waits less than a round.
+_FIRST_ROUND_S = 15.0
 _ENDED = frozenset({"completed", "failed", "cancelled"})
 Wait = Annotated[
     str, typer.Option("--wait", metavar="DURATION", help="How long to wait for the end: 60, 90s, 5m, 1h.")
@@ -135,7 +137,7 @@ def run(
         urgency=urgency, tag=tag, constraint=constraint, preemptible=preemptible, time_limit=time_limit,
         command=command, argv=argv, env=env, workdir=workdir, cpu=cpu, memory=memory, grace=grace,
     )  # fmt: skip
-    body = flags.body({}) | {"wait_s": min(left, _ROUND_S)}
+    body = flags.body({}) | {"wait_s": min(left, _FIRST_ROUND_S)}
     client = session.client()
     task = client.post("scheduler", "/v1/tasks", json=body, params={"tenant_id": tenant})
     session.note(f"{task['workload_id']} submitted")

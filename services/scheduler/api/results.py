@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
@@ -83,12 +83,13 @@ def _since_ms(since: str | None, *, now: datetime) -> int | None:
         return None
     text = since.strip()
     parts = _DURATION.findall(text)
-    if parts and "".join(n + u for n, u in parts) == text:
-        ago = timedelta(seconds=sum(float(n) * _UNIT_S[u] for n, u in parts))
-        return int((now - ago).timestamp() * 1000)
+    at: datetime | None = None
     try:
-        at = datetime.fromisoformat(text)
-    except ValueError:
+        if parts and "".join(n + u for n, u in parts) == text:
+            at = now - timedelta(seconds=sum(float(n) * _UNIT_S[u] for n, u in parts))
+        else:
+            at = datetime.fromisoformat(text)
+    except (ValueError, OverflowError):  # OverflowError: a duration reaching before year 1
         at = None
     if at is None or at.tzinfo is None:
         raise Unprocessable(
@@ -147,6 +148,10 @@ async def workload_logs(
     follow: Annotated[
         bool, Query(description="Stream new chunks as Server-Sent Events until the end.")
     ] = False,
+    last_event_id: Annotated[
+        str | None,
+        Header(max_length=200, description="With follow: resume after this event (placement/seq)."),
+    ] = None,
 ) -> Response:
     row = await visible(workloads, workload_id, caller)
     since_ms = _since_ms(since, now=datetime.now(UTC))
@@ -160,6 +165,7 @@ async def workload_logs(
             placement=placement,
             since_ms=since_ms,
             tail=tail,
+            last_event_id=last_event_id,
         )
         return EventSourceResponse(_events(source), ping=PING_S)
     index = await log_index(objects, row.workload_id, placement=placement)

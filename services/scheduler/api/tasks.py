@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any
 
 import pydantic
@@ -23,6 +24,7 @@ from services.scheduler.service.tasks import LOG_TAIL_LINES, EndWatch, TaskResul
 
 __all__ = ["TaskIn", "TaskLinks", "TaskOut", "router", "watch_of"]
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["tasks"])
 MAX_WAIT_S = 300.0
 DEFAULT_WAIT_S = 30.0
@@ -124,9 +126,12 @@ async def _answer(
         row = await reader.workload(workload_id, tenant=tenant)
         assert row is not None
         result = await task_result(objects, row)
-    if not result.ended:
-        response.status_code = status.HTTP_202_ACCEPTED
-        response.headers["Location"] = f"/v1/tasks/{workload_id}"
+    return _accepted(response, result) if not result.ended else TaskOut.of(result)
+
+
+def _accepted(response: Response, result: TaskResult) -> TaskOut:
+    response.status_code = status.HTTP_202_ACCEPTED
+    response.headers["Location"] = f"/v1/tasks/{result.workload_id}"
     return TaskOut.of(result)
 
 
@@ -148,15 +153,21 @@ async def run_task(
         created = await submit(ctx_of(request), tenant=tenant, spec=spec)
     except ValidationError as exc:
         raise unprocessable(exc) from None
-    return await _answer(
-        response,
-        workload_id=created.workload_id,
-        tenant=tenant,
-        wait_s=wait_s,
-        objects=objects,
-        reader=workloads,
-        watch=watch,
-    )
+    try:
+        return await _answer(
+            response,
+            workload_id=created.workload_id,
+            tenant=tenant,
+            wait_s=wait_s,
+            objects=objects,
+            reader=workloads,
+            watch=watch,
+        )
+    except Exception:  # submitted: a 5xx would make the client retry and submit the job twice
+        log.warning("task %s submitted, its result unread", created.workload_id, exc_info=True)
+        return _accepted(
+            response, TaskResult(workload_id=created.workload_id, state=created.state, ended=False)
+        )
 
 
 @router.get("/v1/tasks/{workload_id}", responses={**_RESPONSES, **error_responses(404)})

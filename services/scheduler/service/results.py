@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ MAX_LOG_BYTES = 8 * 1024 * 1024
 _END = "end.json"
 _MANIFEST = "manifest.json"
 _TERMINAL = frozenset(s.value for s in TERMINAL_STATES)
+log = logging.getLogger(__name__)
 
 
 class WorkloadReader(Protocol):
@@ -178,6 +180,28 @@ def _ended(w: StoredWorkload | None) -> bool:
     return w is None or w.state in _TERMINAL
 
 
+def _resumed(chunks: Sequence[LogChunk], after: str) -> set[str]:
+    """The keys of the chunks a follower that last got ``after`` (placement/seq) already has."""
+    placement, _, seq = after.rpartition("/")
+    if not seq.isdigit():
+        return set()
+    got = [i for i, c in enumerate(chunks) if c.placement_id == placement and c.seq <= int(seq)]
+    return {c.key for c in chunks[: got[-1] + 1]} if got else set()
+
+
+async def _first_events(
+    store: ObjectStore, index: LogIndex, *, since_ms: int | None, tail: int | None, after: str | None
+) -> tuple[list[LogEvent], set[str]]:
+    if after is not None:
+        return [], _resumed(index.chunks, after)
+    first = await read_log(store, index.since(since_ms), tail=tail)
+    sent = {c.key for c in index.chunks}
+    if not first.data:
+        return [], sent
+    last = index.chunks[-1]
+    return [LogEvent("log", _decoded(first.data), f"{last.placement_id}/{last.seq}")], sent
+
+
 async def follow_log(
     store: ObjectStore,
     reader: WorkloadReader,
@@ -187,6 +211,7 @@ async def follow_log(
     placement: str | None = None,
     since_ms: int | None = None,
     tail: int | None = None,
+    last_event_id: str | None = None,
     poll_s: float = 0.5,
     end_grace_s: float = 60.0,
     clock: Callable[[], float] = time.monotonic,
@@ -197,25 +222,32 @@ async def follow_log(
     placement's when ``placement`` is given; a workload ended for ``end_grace_s`` whose log never
     completed (an agent that does not ship) ends ``{"complete": false}``. The workload is read before
     the listing: the agent completes a placement's log before it reports the exit, so a listing made
-    after an ended workload was read holds the whole log.
+    after an ended workload was read holds the whole log. ``last_event_id`` (a reconnecting client's
+    Last-Event-ID, placement/seq) resumes after that chunk, each later chunk an event of its own. A
+    poll that fails (the store or the database unreachable) is logged and retried at the next.
     """
     index = await log_index(store, workload_id, placement=placement)
-    first = await read_log(store, index.since(since_ms), tail=tail)
-    sent = {c.key for c in index.chunks}
-    if first.data:
-        last = index.chunks[-1]
-        yield LogEvent("log", _decoded(first.data), f"{last.placement_id}/{last.seq}")
+    events, sent = await _first_events(store, index, since_ms=since_ms, tail=tail, after=last_event_id)
+    for event in events:
+        yield event
     ended_at: float | None = None
     while True:
-        done = _ended(await reader.workload(workload_id, tenant=tenant))
-        index = await log_index(store, workload_id, placement=placement)
-        for chunk in (c for c in index.chunks if c.key not in sent):
-            sent.add(chunk.key)
-            try:
-                data = await store.get(chunk.key)
-            except ObjectNotFound:
-                continue
-            yield LogEvent("log", _decoded(data), f"{chunk.placement_id}/{chunk.seq}")
+        try:
+            done = _ended(await reader.workload(workload_id, tenant=tenant))
+            index = await log_index(store, workload_id, placement=placement)
+            new = [c for c in index.chunks if c.key not in sent]
+            for chunk in new:
+                try:
+                    data = await store.get(chunk.key)
+                except ObjectNotFound:
+                    data = None
+                sent.add(chunk.key)
+                if data is not None:
+                    yield LogEvent("log", _decoded(data), f"{chunk.placement_id}/{chunk.seq}")
+        except Exception:  # a transient failure must not break the client's stream
+            log.warning("following the log of %s: a poll failed; retrying", workload_id, exc_info=True)
+            await asyncio.sleep(poll_s)
+            continue
         complete = index.placements <= index.ended
         if (placement is not None and placement in index.ended) or (done and complete):
             yield LogEvent("end", json.dumps({"complete": True}))

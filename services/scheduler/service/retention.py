@@ -2,8 +2,9 @@
 
 Log objects go one by one once older (``last_modified``) than the log retention: a long job's old chunks
 go while it still writes new ones, and ``end.json`` (the newest of an ended placement) goes last.
-Outputs go a placement at a time, once its newest object is older than the output retention, files
-first and the manifest last, so a manifest never lists a file that is gone.
+Outputs go a placement at a time, once its newest object is older than the output retention, the
+manifest first and the files after it, so a sweep cut short never leaves a manifest listing a file that
+is gone (the readers take a placement without a manifest as having no outputs).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import groupby
 
-from libs.common.objectstore import ObjectInfo, ObjectStore, ObjectStoreError
+from libs.common.objectstore import ObjectInfo, ObjectStore
 from libs.common.runtime import BackgroundTask, ServiceRuntime
 from libs.common.stopping import sleep_or_stop
 
@@ -49,7 +50,7 @@ async def _sweep_outputs(store: ObjectStore, *, before: datetime) -> int:
         objects = list(group)
         if max(i.last_modified for i in objects) >= before:
             continue
-        for info in sorted(objects, key=lambda i: i.key.endswith("/manifest.json")):
+        for info in sorted(objects, key=lambda i: not i.key.endswith("/manifest.json")):
             await store.delete(info.key)
         deleted += len(objects)
     return deleted
@@ -64,6 +65,23 @@ async def sweep(
     return Swept(logs=logs, outputs=outputs)
 
 
+async def _sweep_once(
+    store: ObjectStore, *, every_s: float, log_retention_s: float, output_retention_s: float
+) -> None:
+    try:
+        swept = await sweep(
+            store,
+            now=datetime.now(UTC),
+            log_retention=timedelta(seconds=log_retention_s),
+            output_retention=timedelta(seconds=output_retention_s),
+        )
+    except Exception:  # the sweeper must outlive any one failed sweep (a store down, a bad object)
+        log.warning("retention sweep of %s failed; retrying in %.0f s", store.url, every_s, exc_info=True)
+        return
+    if swept.logs or swept.outputs:
+        log.info("retention: %d log and %d output objects deleted", swept.logs, swept.outputs)
+
+
 def retention_sweeper(
     store: ObjectStore,
     *,
@@ -72,26 +90,19 @@ def retention_sweeper(
     log_retention_s: float,
     output_retention_s: float,
 ) -> BackgroundTask:
-    """A background task sweeping every ``every_s`` while ``leading()`` (one replica sweeps at a time;
-    two at once would only delete the same objects twice)."""
+    """A background task sweeping at start and then every ``every_s``, while ``leading()`` (one replica
+    sweeps at a time; two at once would only delete the same objects twice)."""
 
     async def run(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
-        while not await sleep_or_stop(stop, every_s):
-            if not leading():
-                continue
-            try:
-                swept = await sweep(
+        while True:
+            if leading():
+                await _sweep_once(
                     store,
-                    now=datetime.now(UTC),
-                    log_retention=timedelta(seconds=log_retention_s),
-                    output_retention=timedelta(seconds=output_retention_s),
+                    every_s=every_s,
+                    log_retention_s=log_retention_s,
+                    output_retention_s=output_retention_s,
                 )
-            except ObjectStoreError:
-                log.warning(
-                    "retention sweep of %s failed; retrying in %.0f s", store.url, every_s, exc_info=True
-                )
-                continue
-            if swept.logs or swept.outputs:
-                log.info("retention: %d log and %d output objects deleted", swept.logs, swept.outputs)
+            if await sleep_or_stop(stop, every_s):
+                return
 
     return run

@@ -10,6 +10,8 @@ import httpx
 import pytest
 
 from libs.common.objectstore import ObjectInfo, ObjectStore, ObjectStoreError, open_store
+from services.scheduler.api import tasks as tasks_api
+from services.scheduler.domain.stored import StoredWorkload
 from services.scheduler.service.results import LogEvent, follow_log, log_index, read_log
 from services.scheduler.service.tasks import EndWatch
 from tests.unit.scheduler.results_harness import (
@@ -222,6 +224,7 @@ async def test_another_tenants_key_gets_the_same_404_on_logs_outputs_and_tasks(
         ("/v1/workloads/wl-1/logs?tail=-1", "tail"),
         ("/v1/workloads/wl-1/logs?since=yesterday", "since"),
         ("/v1/workloads/wl-1/logs?since=2026-12-02T10:00:00", "since"),
+        ("/v1/workloads/wl-1/logs?since=999999999d", "since"),
         ("/v1/workloads/wl-1/logs?placement=../x", "placement"),
         ("/v1/workloads/wl-1/logs?follow=maybe", "follow"),
         ("/v1/tasks/wl-1?wait_s=301", "wait_s"),
@@ -338,3 +341,65 @@ async def test_an_unreachable_object_store_is_a_503_to_retry_that_names_no_bucke
     assert answer.headers["retry-after"]
     assert answer.json()["error"]["code"] == "service_unavailable"
     assert "secret-bucket" not in answer.text
+
+
+async def test_a_submitted_task_whose_result_cannot_be_read_is_a_202_with_its_location_never_a_5xx(
+    rows: FakeWorkloads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    submitted = workload("wl-9", state="queued")
+
+    async def fake_submit(*_: object, **__: object) -> StoredWorkload:
+        return submitted
+
+    monkeypatch.setattr(tasks_api, "submit", fake_submit)
+    rows.add(workload("wl-9", state="completed"))
+    transport = httpx.ASGITransport(app=results_app(_DownStore(None, url="s3://b"), rows))
+    async with httpx.AsyncClient(transport=transport, base_url="http://scheduler") as c:
+        answer = await c.post("/v1/tasks", json=JOB | {"wait_s": 0}, headers=ACME)
+    assert answer.status_code == 202, "a 5xx would make the client retry and submit the job twice"
+    assert answer.headers["location"] == "/v1/tasks/wl-9"
+    assert (answer.json()["state"], answer.json()["exit_code"]) == ("queued", None)
+
+
+class _FlakyGets(ObjectStore):
+    """A memory store whose reads fail while ``failing`` is set, as a store briefly unreachable does."""
+
+    failing = False
+
+    async def get(self, key: str) -> bytes:
+        if self.failing:
+            self.failing = False
+            raise ObjectStoreError(f"get {key!r}: connection reset")
+        return await super().get(key)
+
+
+async def test_a_follower_outlives_a_failed_read_and_sends_the_chunk_at_the_next_poll(
+    rows: FakeWorkloads,
+) -> None:
+    memory = open_store("memory://")
+    store = _FlakyGets(memory._store, url=memory.url)
+    await put_chunk(store, "wl-1", "pl-a", 0, "first\n", at_ms=T0_MS)
+    events = follow_log(store, rows, workload_id="wl-1", tenant="acme", poll_s=0.01)
+    assert await _next(events) == LogEvent("log", "first\n", "pl-a/0")
+    store.failing = True
+    await put_chunk(store, "wl-1", "pl-a", 1, "second\n", at_ms=T0_MS + 1)
+    assert await _next(events) == LogEvent("log", "second\n", "pl-a/1")
+    assert not store.failing, "the read did fail once"
+
+
+async def test_a_reconnecting_follower_resumes_after_its_last_event_id(
+    store: ObjectStore, rows: FakeWorkloads, client: httpx.AsyncClient
+) -> None:
+    await _two_placements(store)
+    for pl in ("pl-a", "pl-b"):
+        await put_end(store, "wl-1", pl)
+    rows.end("wl-1")
+    resumed = await client.get(
+        "/v1/workloads/wl-1/logs",
+        params={"follow": "true"},
+        headers=ACME | {"Last-Event-ID": "pl-b/1"},
+    )
+    body = resumed.text.replace("\r\n", "\n")
+    assert "data: b" not in body, body
+    assert "id: pl-a/0\nevent: log\ndata: a0\n" in body, body
+    assert body.index("data: a1") < body.index("event: end")

@@ -94,12 +94,14 @@ def run_argv(
     inherit: Sequence[str],
     devices: Sequence[str],
     labels: Mapping[str, str],
+    restore_dir: Path | None = None,
 ) -> list[str]:
     """The ``podman run`` command line of one placement: attached, named, labelled, limited.
 
     Kubernetes' split: ``command`` replaces the image's entrypoint, ``args`` its CMD; without a command
     the image's entrypoint runs with ``args`` (or its CMD). ``inherit`` names variables passed by name
     from podman's own environment (values an env file cannot hold: those with a newline).
+    ``restore_dir`` (a migration's checkpoint, GPUCLOUD_RESTORE_FROM) is mounted read-only.
     """
     argv = [*podman, "run", "--name", name, "--replace", "--cidfile", str(run_dir / CIDFILE)]
     argv += ["--log-driver", "none", "--env-file", str(env_file)]
@@ -111,6 +113,8 @@ def run_argv(
         argv += ["--device", f"{CDI_KIND}={device}"]
     for sub in _MOUNTED:
         argv += ["--mount", f"type=bind,source={run_dir / sub},destination={run_dir / sub}"]
+    if restore_dir is not None:
+        argv += ["--mount", f"type=bind,source={restore_dir},destination={restore_dir},ro"]
     if run.memory_bytes is not None:
         argv += ["--memory", str(run.memory_bytes), "--memory-swap", str(run.memory_bytes)]
     if run.cpu_millis is not None:
@@ -167,6 +171,9 @@ class PodmanRunner(ProcessRunner):
             return "no run spec: nothing to execute (the podman runner runs an image)"
         if not run.image:
             return "the run spec has no image (the podman runner runs an image)"
+        if run.checkpoint is not None and run.checkpoint.command:
+            # It would run on the host, outside the tenant's container.
+            return "podman runner: checkpoint.command is not supported; use checkpoint.signal"
         return None
 
     def _spec(
@@ -242,6 +249,7 @@ def container_spec(
         env_file=path / ENV_FILE,
         inherit=inherit,
         devices=devices if cdi else (),
+        restore_dir=launch.restore_dir,
         labels={
             LABEL_WORKLOAD: launch.workload_id,
             LABEL_TENANT: launch.tenant_id,

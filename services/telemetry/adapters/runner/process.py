@@ -91,6 +91,8 @@ class ProcessRunner:
         self._unmarked: dict[str, Run] = {}  # reported since the last delivery
         self._fresh: set[str] = set()  # run dir names launched here and not yet seen started or ended
         self._sups: dict[str, dict[str, Any]] = {}  # run dir name -> its supervisor.json (never changes)
+        self._broken: set[str] = set()  # run dir names whose last look failed with an OSError (logged once)
+        self._unlaunched: list[RunnerReport] = []  # failed exits of launches that could not be written
         self._launcher = Launcher(
             python=python,
             module=self.supervisor_module,
@@ -177,6 +179,8 @@ class ProcessRunner:
         run = self._runs.get(name) if name is not None else None
         if run is None or run.exit_told:
             return False
+        if reason == "moved" and not run.swallow and _ended_itself(run.path):
+            return True  # it ended before the move (its exit held back for shipping): told as usual
         run.swallow = run.swallow or reason == "moved"
         ask = reason == "moved" and self._checkpoints(run)
         if not (run.path / files.EXIT).exists():
@@ -199,17 +203,19 @@ class ProcessRunner:
         target_gpu_uuids: Sequence[str],
         allocations: Sequence[AllocationItem],
         at: datetime,
-    ) -> None:
+    ) -> bool:
         unlaunched = self._pending.get(workload_id)
         launch = unlaunched or self._launch_of(workload_id)
         if launch is None:
-            return
-        self.stop(workload_id=workload_id, reason="moved")
+            return False
+        if self.stop(workload_id=workload_id, reason="moved"):
+            return True  # it ended by itself first: its exit is told, and no target is launched
         mine = tuple(a for a in allocations if a.gpu_uuid in set(target_gpu_uuids))
         note = f"{RESTARTED}: it had not started where it was" if unlaunched is not None else ""
         self._pending[workload_id] = Launch(
             workload_id, launch.tenant_id, placement_id, mine, launch.run, note, launch.placement_id
         )
+        return False
 
     def set_profile(self, *, workload_id: str, profile: str) -> bool:
         return False  # a process's use of its GPUs is its own
@@ -217,9 +223,10 @@ class ProcessRunner:
     def poll(self, *, now: datetime) -> list[RunnerReport]:
         self._launch_due()
         reports: list[RunnerReport] = self.mover.take_reports() if self.mover is not None else []
-        for run in self._runs.values():
+        reports += self._take_unlaunched()
+        for run in list(self._runs.values()):
             if not run.exit_told:
-                reports.extend(self._look(run))
+                reports.extend(self._look_safely(run))
         return reports
 
     # -- the agent's quick poll, beside its sample ticks (service/agent/prompt.py)
@@ -235,12 +242,16 @@ class ProcessRunner:
         cheap enough to run every few milliseconds with hundreds of runs under way. poll() looks at every
         run (a supervisor that died before either is found there)."""
         self._launch_due()
-        reports: list[RunnerReport] = []
+        reports = self._take_unlaunched()
         for name in list(self._fresh):
             run = self._runs.get(name)
             if run is not None and not run.exit_told and _news(run.path):
-                reports.extend(self._look(run))
+                reports.extend(self._look_safely(run))
         return reports
+
+    def _take_unlaunched(self) -> list[RunnerReport]:
+        out, self._unlaunched = self._unlaunched, []
+        return out
 
     def delivered(self) -> None:
         for run in self._unmarked.values():
@@ -300,10 +311,39 @@ class ProcessRunner:
             self._launch_one(launch)
 
     def _launch_one(self, launch: Launch) -> None:
-        if not self._restores(launch):
+        if self._restores(launch):
+            return
+        name = files.run_dir_name(workload_id=launch.workload_id, placement_id=launch.placement_id)
+        try:
             self._launch(launch)
-            name = files.run_dir_name(workload_id=launch.workload_id, placement_id=launch.placement_id)
-            self._fresh.add(name)
+        except OSError as e:  # its run directory cannot be written: it fails, the others go on
+            self._unlaunch(launch, name=name, error=e)
+            return
+        self._fresh.add(name)
+
+    def _unlaunch(self, launch: Launch, *, name: str, error: OSError) -> None:
+        """A launch whose run directory could not be written: told as failed, once (not on disk)."""
+        log.error(
+            "workload %s placement %s: cannot launch in %s: %s",
+            launch.workload_id,
+            launch.placement_id,
+            self.root / name,
+            error,
+        )
+        run = Run(
+            path=self.root / name,
+            workload_id=launch.workload_id,
+            placement_id=launch.placement_id,
+            started_told=True,
+            exit_told=True,
+            runner=self.runner_name,
+        )
+        self._runs[name] = run
+        self._current[launch.workload_id] = name
+        self._fresh.discard(name)
+        self._unlaunched.append(
+            exited_report(run, failed_doc(f"its run directory could not be written: {error}"))
+        )
 
     def _launch_of(self, workload_id: str) -> Launch | None:
         name = self._current.get(workload_id)
@@ -403,6 +443,37 @@ class ProcessRunner:
 
     # -- watching
 
+    def _look_safely(self, run: Run) -> list[RunnerReport]:
+        """_look, where an OSError fails only this run: a removed run directory is told as failed; any
+        other is logged once and looked at again next poll."""
+        try:
+            reports = self._look(run)
+        except OSError as e:
+            return self._broken_run(run, e)
+        self._broken.discard(run.path.name)
+        return reports
+
+    def _broken_run(self, run: Run, error: OSError) -> list[RunnerReport]:
+        name = run.path.name
+        if name not in self._broken:
+            log.error(
+                "workload %s placement %s: cannot read %s: %s",
+                run.workload_id,
+                run.placement_id,
+                run.path,
+                error,
+            )
+            self._broken.add(name)
+        if run.path.is_dir():
+            return []
+        run.exit_told = True  # nothing is left to watch, nor to mark as reported
+        self._fresh.discard(name)
+        self._holding.pop(name, None)
+        self._broken.discard(name)
+        if run.swallow:
+            return []
+        return [exited_report(run, failed_doc("its run directory was removed"))]
+
     def _look(self, run: Run) -> list[RunnerReport]:
         reports: list[RunnerReport] = []
         if not run.started_told and (started := self._started_doc(run)) is not None:
@@ -416,6 +487,8 @@ class ProcessRunner:
         ended = files.read_json(run.path / files.EXIT)
         if ended is None:
             ended = self._lost(run)
+        if ended is not None:
+            self._fresh.discard(run.path.name)  # seen ended: its exit may wait for shipping, not a quick poll
         if ended is not None and not self._held(run, ended):
             run.exit_told = True
             self._unmarked[run.path.name] = run
@@ -498,6 +571,12 @@ def _running(started: RunnerReport, move: dict[str, Any]) -> RunnerReport:
 def _unseen(run: Run) -> bool:
     """Neither its start nor its end seen yet."""
     return not (run.started_told or run.exit_told)
+
+
+def _ended_itself(path: Path) -> bool:
+    """Whether the run wrote its exit and that exit is not a move's stop."""
+    ended = files.read_json(path / files.EXIT)
+    return ended is not None and ended.get("stop") != "moved"
 
 
 def _news(path: Path) -> bool:

@@ -111,16 +111,18 @@ class PlacementBook:
         if current is not None:
             self._left(current)
         if current is not None and moving:
-            self._runner.migrate(
+            ended = self._runner.migrate(
                 workload_id=event.workload_id,
                 placement_id=event.placement_id,
                 target_gpu_uuids=gpus,
                 allocations=mine,
                 at=at,
             )
+            if ended:
+                self._ended_first(current)
         else:
-            if current is not None:
-                self._runner.stop(workload_id=event.workload_id, reason="moved")
+            if current is not None and self._runner.stop(workload_id=event.workload_id, reason="moved"):
+                self._ended_first(current)
             elif source is not None and isinstance(self._runner, MovesCheckpoints):
                 self._runner.expect_move(
                     workload_id=event.workload_id, placement_id=event.placement_id, from_placement_id=source
@@ -147,6 +149,12 @@ class PlacementBook:
         elif event.outcome == "migrated":
             self._left(current)
         del self._placements[event.workload_id]
+
+    def _ended_first(self, placement: Placement) -> None:
+        """A placement being left that had ended by itself: its exit is still told, for it (the
+        scheduler ends the move from that), and no checkpoint of it comes."""
+        self._stopping.setdefault(placement.workload_id, {})[placement.placement_id] = placement
+        self._leaving.pop(placement.workload_id, None)
 
     def _left(self, placement: Placement) -> None:
         """A placement left for a move: its checkpoint's progress is still to be told, where it has one."""

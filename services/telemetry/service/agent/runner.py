@@ -54,8 +54,9 @@ class WorkloadRunner(Protocol):
         target_gpu_uuids: Sequence[str],
         allocations: Sequence[AllocationItem],
         at: datetime,
-    ) -> None:
-        """Move a running workload onto other GPUs of this agent, as the new placement."""
+    ) -> bool | None:
+        """Move a running workload onto other GPUs of this agent, as the new placement; True when it
+        had ended by itself first (its exit is still reported, for its old placement; nothing moves)."""
         ...
 
     def set_profile(self, *, workload_id: str, profile: str) -> bool:
