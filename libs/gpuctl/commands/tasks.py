@@ -16,6 +16,7 @@ from libs.gpuctl.client import ApiClient
 from libs.gpuctl.commands import _spec as spec
 from libs.gpuctl.commands._options import Tenant, parse_duration
 from libs.gpuctl.commands.results import outputs_view, write_log
+from libs.gpuctl.commands.workloads import exit_text
 from libs.gpuctl.render import Format, Output, emit, fields, show
 from libs.gpuctl.session import Session, session_of
 
@@ -51,12 +52,8 @@ def exit_status(task: dict[str, Any]) -> int:
 
 
 def _exit_text(task: dict[str, Any]) -> str:
-    parts = [task.get("exit_reason") or task["state"]]
-    if task.get("exit_code") is not None:
-        parts.append(f"exit code {task['exit_code']}")
-    if task.get("signal") is not None:
-        parts.append(f"signal {task['signal']}")
-    return ", ".join(parts)
+    exited = {"reason": task.get("exit_reason") or task["state"], "code": task.get("exit_code")}
+    return exit_text(exited | {"signal": task.get("signal")})
 
 
 def result_view(task: dict[str, Any]) -> RenderableType:
