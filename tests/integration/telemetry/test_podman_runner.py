@@ -27,6 +27,7 @@ from services.telemetry.adapters.runner import files
 from services.telemetry.adapters.runner.podman import LABEL_WORKLOAD, PodmanRunner, container_name
 from services.telemetry.adapters.runner.podman_supervise import CIDFILE
 from services.telemetry.adapters.runner.report import RunnerReport
+from tests.integration.telemetry.runs import until_reported
 
 IMAGE = "localhost/gpucloud-test:1"
 GPU_A = "GPU-11111111-1111-1111-1111-111111111111"
@@ -139,16 +140,7 @@ def _start(
 def _until(
     runner: PodmanRunner, done: Callable[[list[RunnerReport]], bool], *, timeout: float = 15.0
 ) -> list[RunnerReport]:
-    """Poll (and acknowledge) until done(all reports so far) holds; the reports."""
-    seen: list[RunnerReport] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        seen.extend(runner.poll(now=NOW))
-        runner.delivered()
-        if done(seen):
-            return seen
-        time.sleep(0.05)
-    raise AssertionError(f"not done within {timeout}s; reports: {seen}")
+    return until_reported(runner, done, timeout=timeout)
 
 
 def _ended(workload: str) -> Callable[[list[RunnerReport]], bool]:

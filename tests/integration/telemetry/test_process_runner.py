@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -18,6 +17,7 @@ from libs.common.events.scheduler import AllocationItem, RunSpec
 from services.telemetry.adapters.runner import cgroups, files
 from services.telemetry.adapters.runner.process import RESTARTED, ProcessRunner
 from services.telemetry.adapters.runner.report import RunnerReport
+from tests.integration.telemetry.runs import until_reported
 
 GPU_A = "GPU-11111111-1111-1111-1111-111111111111"
 GPU_B = "GPU-22222222-2222-2222-2222-222222222222"
@@ -26,18 +26,6 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 def _runner(root: Path) -> ProcessRunner:
     return ProcessRunner(root=root, card_memory={}, log_quota_bytes=1 << 20, environ=dict(os.environ))
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Iterator[Path]:
-    """The runners' state dir; whatever still runs under it is killed after the test."""
-    yield tmp_path / "runs"
-    for run in (tmp_path / "runs").glob("*"):
-        for name in (files.STARTED, files.SUPERVISOR):
-            doc = files.read_json(run / name)
-            if doc is not None and files.process_start(int(doc["pid"])) == doc.get("start"):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(int(doc["pid"]), signal.SIGKILL)
 
 
 def _start(
@@ -59,16 +47,7 @@ def _start(
 def _until(
     runner: ProcessRunner, done: Callable[[list[RunnerReport]], bool], *, timeout: float = 10.0
 ) -> list[RunnerReport]:
-    """Poll (and acknowledge) until done(all reports so far) holds; the reports."""
-    seen: list[RunnerReport] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        seen.extend(runner.poll(now=NOW))
-        runner.delivered()
-        if done(seen):
-            return seen
-        time.sleep(0.05)
-    raise AssertionError(f"not done within {timeout}s; reports: {seen}")
+    return until_reported(runner, done, timeout=timeout)
 
 
 def _exit_of(workload: str) -> Callable[[list[RunnerReport]], bool]:

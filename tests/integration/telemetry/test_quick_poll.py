@@ -4,16 +4,14 @@ the agent publishes through the fake producer, and records are applied to its in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
-import pytest
 from aiokafka import TopicPartition
 
 from libs.common.events import EVENT_TYPES, decode, encode, envelop, topics
@@ -31,18 +29,6 @@ SETTINGS = TelemetrySettings(kafka_bootstrap_servers="kafka-test:9092", kafka_to
 SCHEDULER = TopicPartition(SETTINGS.topic(topics.SCHEDULER), 0)
 AGENT_TOPIC = SETTINGS.topic(topics.NODE_AGENT)
 SAMPLES = SETTINGS.topic(topics.TELEMETRY_SAMPLES)
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Iterator[Path]:
-    """The runner's state dir; whatever still runs under it is killed after the test."""
-    yield tmp_path / "runs"
-    for run in (tmp_path / "runs").glob("*"):
-        for name in (files.STARTED, files.SUPERVISOR):
-            doc = files.read_json(run / name)
-            if doc is not None and files.process_start(int(doc["pid"])) == doc.get("start"):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(int(doc["pid"]), signal.SIGKILL)
 
 
 def _runner(root: Path) -> ProcessRunner:

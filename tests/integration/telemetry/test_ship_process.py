@@ -4,17 +4,12 @@ reported only once they have."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import signal
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-
-import pytest
 
 from libs.common.events.scheduler import AllocationItem, RunSpec
 from libs.common.objectstore import ObjectNotFound, ObjectStore, keys, open_store
@@ -25,18 +20,6 @@ from services.telemetry.adapters.runner.ship import Shipper
 
 GPU = "GPU-11111111-1111-1111-1111-111111111111"
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Iterator[Path]:
-    """The runner's state dir; whatever still runs under it is killed after the test."""
-    yield tmp_path / "runs"
-    for run in (tmp_path / "runs").glob("*"):
-        for name in (files.STARTED, files.SUPERVISOR):
-            doc = files.read_json(run / name)
-            if doc is not None and files.process_start(int(doc["pid"])) == doc.get("start"):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(int(doc["pid"]), signal.SIGKILL)
 
 
 def _start(runner: ProcessRunner, workload: str, script: str) -> Path:
