@@ -21,6 +21,7 @@ from services.telemetry.adapters.agent.publisher_fake import FakePublisher
 from services.telemetry.adapters.runner import files
 from services.telemetry.adapters.runner.process import ProcessRunner
 from services.telemetry.adapters.runner.report import RunnerReport
+from services.telemetry.adapters.runner.supervise import Supervisor
 from services.telemetry.service.agent.process import NodeAgent, utc_now
 from services.telemetry.service.agent.setup import simulated_setup
 from services.telemetry.settings import TelemetrySettings
@@ -139,6 +140,47 @@ def test_a_killed_launcher_is_replaced_and_the_supervisors_it_forked_carry_on(ro
     assert runner.stop(workload_id="wl-a") is True
     seen = _poll_until(runner, lambda seen: any(r.workload_id == "wl-a" for r in seen))
     assert [(r.event, r.exit_reason) for r in seen if r.workload_id == "wl-a"] == [("failed", "cancelled")]
+
+
+def test_a_launch_line_that_died_unread_with_its_launcher_is_given_again(root: Path) -> None:
+    runner = _runner(root)
+    _start(runner, "wl-a", gpu="GPU-a", command=["sleep", "30"])
+    _poll_until(runner, lambda seen: any(r.event == "started" for r in seen))
+    sup = files.read_json(
+        root / files.run_dir_name(workload_id="wl-a", placement_id="pl-wl-a") / files.SUPERVISOR
+    )
+    assert sup is not None
+    launcher = _ppid(int(sup["pid"]))
+    os.kill(launcher, signal.SIGSTOP)  # it reads no more: the next line waits in the pipe
+
+    _start(runner, "wl-b", gpu="GPU-b", command=["sh", "-c", "exit 4"])
+    assert runner.poll(now=utc_now()) == []  # wl-b's line is written, and not read
+    b_dir = root / files.run_dir_name(workload_id="wl-b", placement_id="pl-wl-b")
+    assert not (b_dir / files.CLAIM).exists()
+    os.kill(launcher, signal.SIGKILL)  # the line dies with it
+
+    seen = _poll_until(
+        runner, lambda seen: any(r.workload_id == "wl-b" and r.event == "failed" for r in seen)
+    )
+    assert [r.exit_code for r in seen if r.workload_id == "wl-b" and r.event == "failed"] == [4]
+    assert runner.stop(workload_id="wl-a") is True
+    _poll_until(runner, lambda seen: any(r.workload_id == "wl-a" for r in seen))
+
+
+def test_a_second_supervisor_of_a_claimed_run_ends_and_touches_nothing(root: Path) -> None:
+    runner = _runner(root)
+    _start(runner, "wl-a", gpu="GPU-a", command=["sh", "-c", "echo once >> ran.txt"])
+    seen = _poll_until(runner, lambda seen: any(r.event == "finished" for r in seen))
+    run_dir = root / files.run_dir_name(workload_id="wl-a", placement_id="pl-wl-a")
+    ended = (run_dir / files.EXIT).read_text()
+    spec = files.read_json(run_dir / files.SPEC)
+    assert spec is not None
+
+    assert Supervisor(run_dir, spec).run() == 0  # as if its launch line had been given twice
+
+    assert (run_dir / files.EXIT).read_text() == ended
+    assert (run_dir / "ran.txt").read_text() == "once\n"
+    assert [r.event for r in seen if r.workload_id == "wl-a"] == ["started", "finished"]
 
 
 def _start(runner: ProcessRunner, workload: str, *, gpu: str, command: list[str]) -> None:

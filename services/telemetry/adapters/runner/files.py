@@ -33,6 +33,7 @@ __all__ = [
 
 SPEC = "spec.json"  # written by the agent before the supervisor starts: what to run and how
 SUPERVISOR = "supervisor.json"  # the supervisor's pid and start time, written by itself first thing
+CLAIM = "supervisor.claim"  # made (O_EXCL) by the one supervisor of a run, before supervisor.json
 STARTED = "started.json"  # the workload's pid and start time, once it was exec'd
 STOP = "stop.json"  # the agent's request to stop it: reason and grace
 EXIT = "exit.json"  # how it ended

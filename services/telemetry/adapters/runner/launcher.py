@@ -10,8 +10,10 @@ as its working directory.
 The agent writes one run directory per line to the launcher's stdin. The launcher reaps the
 supervisors that end while it lives, and ends itself when the agent's end of the pipe closes (the agent
 stopped or died); supervisors still running then carry on, as any orphan does. The agent watches them
-by their supervisor.json (pid and start time), as it does runs it adopted. When the launcher cannot be
-used, the runner starts a supervisor directly (``Launcher.launch`` says False).
+by their supervisor.json (pid and start time), as it does runs it adopted. A launcher killed just after
+it was given a line may take the line with it: the runs given to a launcher that died, whose supervisor
+never claimed its run, are given again (``Launcher.lost``). When the launcher cannot be used, the runner
+starts a supervisor directly (``Launcher.launch`` says False).
 
 Standard library only: ``main`` runs in the launcher, the rest in the agent.
 """
@@ -42,6 +44,8 @@ class Launcher:
         self._env = env
         self._log_path = log_path
         self._proc: subprocess.Popen[bytes] | None = None
+        self._given: list[Path] = []  # run dirs written to the live launcher, not yet known forked
+        self._lost: list[Path] = []  # those given to a launcher that died since
         self.started = 0  # launcher processes started (1 unless one died)
 
     def launch(self, run_dir: Path) -> bool:
@@ -56,10 +60,22 @@ class Launcher:
             try:
                 stdin.write(f"{line}\n".encode())
                 stdin.flush()
+                self._given.append(run_dir)
                 return True
             except OSError:  # it died since (BrokenPipeError): the line is lost with it
                 self._forget()
         return False
+
+    def lost(self, *, forked: Callable[[Path], bool]) -> list[Path]:
+        """The run dirs whose line may have died unread with a launcher that died since (a pipe takes a
+        write its reader never reads): give them again. ``forked`` says a run's supervisor came up (its
+        line was read); a supervisor forked just before the launcher died, and so started twice, finds
+        the run claimed the second time and ends (supervise.Supervisor.claim)."""
+        self._given = [p for p in self._given if not forked(p)]
+        if self._proc is not None and self._proc.poll() is not None:
+            self._forget()
+        out, self._lost = [p for p in self._lost if not forked(p)], []
+        return out
 
     def close(self) -> None:
         """Close the pipe: the launcher ends (the supervisors it forked carry on)."""
@@ -88,6 +104,8 @@ class Launcher:
 
     def _forget(self) -> None:
         proc, self._proc = self._proc, None
+        self._lost += self._given
+        self._given = []
         if proc is not None and proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()

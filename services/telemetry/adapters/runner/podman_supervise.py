@@ -5,8 +5,8 @@ whole ``podman run`` command (podman.py builds it), so the container's stdout an
 own errors, reach output.log under the same quota, and stop, grace and time limit work as for a process.
 What differs: signals go to the container (``podman kill --signal``; to the podman client only before
 the container exists, which aborts a pull), no cgroup is made here (podman enforces ``--memory`` and
-``--cpus`` through its own), and the end is read from ``podman inspect`` (exit code, OOMKilled) before
-the container is removed. Standard library only, as supervise.py.
+``--cpus`` through its own), and the end is read from ``podman inspect`` (exit code, OOMKilled), then
+the container is removed, then the end is written. Standard library only, as supervise.py.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ class PodmanSupervisor(Supervisor):
         self._limits = str(box.get("limits") or "")
 
     def run(self) -> int:
+        if not self.claim():
+            return 0
         files.write_json(
             self._dir / files.SUPERVISOR, {"pid": os.getpid(), "start": files.process_start(os.getpid())}
         )
@@ -86,6 +88,8 @@ class PodmanSupervisor(Supervisor):
             code = state.get("ExitCode")
             exit_code, sig = container_status(code if isinstance(code, int) else exit_code)
             oom = 1 if state.get("OOMKilled") else 0
+            # Read, so the container goes before the end is told: who sees exit.json sees no container.
+            self._podman_ok("rm", "--force", "--ignore", "--time", "0", self._name)
         super()._exited(exit_code=exit_code, sig=sig, oom=oom, detail=detail)
 
     def _state(self) -> dict[str, Any] | None:

@@ -157,6 +157,7 @@ class ProcessRunner:
         duration_s: float | None,
         run: RunSpec | None,
         at: datetime,
+        kind: str = "job",
     ) -> None:
         name = files.run_dir_name(workload_id=workload_id, placement_id=placement_id)
         source = self._expected.pop((workload_id, placement_id), None)
@@ -222,6 +223,7 @@ class ProcessRunner:
 
     def poll(self, *, now: datetime) -> list[RunnerReport]:
         self._launch_due()
+        self._launch_lost()
         reports: list[RunnerReport] = self.mover.take_reports() if self.mover is not None else []
         reports += self._take_unlaunched()
         for run in list(self._runs.values()):
@@ -352,6 +354,19 @@ class ProcessRunner:
             return None
         run = RunSpec.model_validate(spec["run"]) if spec.get("run") is not None else None
         return Launch(workload_id, str(spec["tenant_id"]), str(spec["placement_id"]), (), run)
+
+    def _launch_lost(self) -> None:
+        """Start again the supervisors whose launch line died with a killed launcher."""
+        for path in self._launcher.lost(forked=lambda p: (p / files.CLAIM).exists()):
+            run = self._runs.get(path.name)
+            if run is None or run.proc is not None or run.exit_told:
+                continue
+            log.warning(
+                "workload %s placement %s: its launcher died before forking the supervisor; launching again",
+                run.workload_id,
+                run.placement_id,
+            )
+            run.proc = self._supervise(path)
 
     def _launch(self, launch: Launch) -> None:
         name = files.run_dir_name(workload_id=launch.workload_id, placement_id=launch.placement_id)

@@ -101,7 +101,19 @@ class Supervisor:
         self._move_grace: object = None
         self._wake_r, self._wake_w = os.pipe()
 
+    def claim(self) -> bool:
+        """Whether this is the run's one supervisor: a second one (its launch line was sent again
+        because the launcher died, though it had forked the first) ends without touching anything."""
+        try:
+            os.close(os.open(self._dir / files.CLAIM, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            print(f"{self._dir}: another supervisor has this run; this one ends", file=sys.stderr)
+            return False
+        return True
+
     def run(self) -> int:
+        if not self.claim():
+            return 0
         files.write_json(
             self._dir / files.SUPERVISOR, {"pid": os.getpid(), "start": files.process_start(os.getpid())}
         )
