@@ -11,7 +11,11 @@ fleet-wide rules hold for no sample, so every sample is checked against a rule s
 The stream offers exactly the target rate, so it shows the evaluator keeping pace, not how much faster it
 could go. Then BENCH_BACKLOG_S (default 10) seconds of the fleet's batches are published at once, and the
 counter is timed from the last acknowledged batch until the backlog is worked through: the capacity.
-Prints one JSON object per result line.
+Run once per evaluation mode (BENCH_ALERT_MODES, default "stream prometheus"): in `stream` the rules
+are the shapes evaluated per sample (bench "alerting.eval"); in `prometheus` the same conditions are
+PromQL rules of a group with `interval: 1s`, evaluated on that grid one second after each grid time
+(bench "alerting.eval.prometheus"), so its latency beyond `for` includes up to one interval of grid
+wait and the settle by design. Prints one JSON object per result line.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ from libs.common.settings import DEV_ADMIN_KEY
 from libs.devkit.broker import EmbeddedBroker, free_port
 
 BENCH = "alerting.eval"
+MODES = os.environ.get("BENCH_ALERT_MODES", "stream prometheus").split()
+#: The prometheus-mode group's evaluation interval.
+PROMETHEUS_INTERVAL = "1s"
 NODES, GPUS_PER_NODE = 1250, 8
 SECONDS = int(os.environ.get("BENCH_SECONDS", "40"))
 PROBES, FOR_S = 20, 2.0
@@ -89,7 +96,7 @@ class Receiver:
             writer.close()
 
 
-async def configure(client: httpx.AsyncClient, receiver: Receiver) -> None:
+async def configure(client: httpx.AsyncClient, receiver: Receiver, mode: str) -> None:
     hook = {"name": "bench", "kind": "webhook", "url": f"http://127.0.0.1:{receiver.port}/hook",
             "secret": "bench-secret-0123456789"}  # fmt: skip
     (await client.post("/v1/receivers", json=hook, headers=ADMIN)).raise_for_status()
@@ -98,12 +105,16 @@ async def configure(client: httpx.AsyncClient, receiver: Receiver) -> None:
     probes = [{"name": "node", "op": "=~", "value": "probe-.*"}]
     rule = {"name": "BenchMemoryHigh", "metric": "fb_used_pct", "threshold": 90, "for": "2s",
             "matchers": probes, "severity": "critical"}  # fmt: skip
-    (await client.post("/v1/rules", json=rule, headers=ADMIN)).raise_for_status()
     # Fleet-wide rules that hold for no sample here, as a real rule set has: every sample is checked
     # against them, so the figures include that work, not only the probe rule's.
-    for name, metric, threshold in (("BenchHot", "gpu_temp_c", 90), ("BenchPowerCap", "power_w", 690)):
-        quiet = {"name": name, "metric": metric, "threshold": threshold, "for": "1m", "severity": "warning"}
-        (await client.post("/v1/rules", json=quiet, headers=ADMIN)).raise_for_status()
+    quiet = [
+        {"name": name, "metric": metric, "threshold": threshold, "for": "1m", "severity": "warning"}
+        for name, metric, threshold in (("BenchHot", "gpu_temp_c", 90), ("BenchPowerCap", "power_w", 690))
+    ]
+    for body in (rule, *quiet):
+        if mode == "prometheus":
+            body = {**body, "mode": "prometheus", "group": "bench", "interval": PROMETHEUS_INTERVAL}
+        (await client.post("/v1/rules", json=body, headers=ADMIN)).raise_for_status()
 
 
 async def evaluated(client: httpx.AsyncClient) -> float:
@@ -189,7 +200,7 @@ async def stream(bootstrap: str, topic: str, crossed: dict[str, datetime]) -> fl
         await producer.stop()
 
 
-async def run(env: BenchEnv, bootstrap: str) -> None:
+async def run(env: BenchEnv, bootstrap: str, mode: str) -> None:
     receiver = Receiver()
     server = await asyncio.start_server(receiver.serve, "127.0.0.1", receiver.port)
     port = free_port()
@@ -202,9 +213,10 @@ async def run(env: BenchEnv, bootstrap: str) -> None:
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
             await wait_ready(client)
-            await configure(client, receiver)
+            await configure(client, receiver, mode)
             await asyncio.sleep(1.0)  # the evaluator reloads configuration on its next tick
-            await measure(client, receiver, bootstrap, env)
+            bench = BENCH if mode == "stream" else f"{BENCH}.prometheus"
+            await measure(client, receiver, bootstrap, env, bench)
     finally:
         process.terminate()
         await asyncio.wait_for(process.wait(), timeout=20)
@@ -223,7 +235,9 @@ async def wait_ready(client: httpx.AsyncClient) -> None:
     raise TimeoutError("alerting service did not become ready")
 
 
-async def measure(client: httpx.AsyncClient, receiver: Receiver, bootstrap: str, env: BenchEnv) -> None:
+async def measure(
+    client: httpx.AsyncClient, receiver: Receiver, bootstrap: str, env: BenchEnv, bench: str
+) -> None:
     topic, group = f"{env.topic_prefix}{topics.TELEMETRY_SAMPLES}", f"{env.topic_prefix}alerting.samples"
     crossed: dict[str, datetime] = {}
     before, started = await evaluated(client), time.monotonic()
@@ -239,10 +253,10 @@ async def measure(client: httpx.AsyncClient, receiver: Receiver, bootstrap: str,
         await asyncio.sleep(0.5)
     drained = time.monotonic()
     rate = (await evaluated(client) - before) / (drained - started)
-    emit(BENCH, "batches_published_per_s", sent_rate, "batches/s", gpus=NODES * GPUS_PER_NODE)
-    emit(BENCH, "samples_evaluated_per_s", rate, "samples/s", window_s=round(drained - started, 1))
-    emit(BENCH, "samples_evaluated_per_s_vs_target", rate / TARGET_RATE, "ratio", target=TARGET_RATE)
-    emit(BENCH, "lag_at_end_of_stream", lag_at_end, "batches", drain_s=round(drained - started - SECONDS, 1))
+    emit(bench, "batches_published_per_s", sent_rate, "batches/s", gpus=NODES * GPUS_PER_NODE)
+    emit(bench, "samples_evaluated_per_s", rate, "samples/s", window_s=round(drained - started, 1))
+    emit(bench, "samples_evaluated_per_s_vs_target", rate / TARGET_RATE, "ratio", target=TARGET_RATE)
+    emit(bench, "lag_at_end_of_stream", lag_at_end, "batches", drain_s=round(drained - started - SECONDS, 1))
     await asyncio.sleep(FOR_S + 1)
     beyond = [
         (receiver.arrived[gpu] - (crossed[gpu].timestamp() + FOR_S)) * 1000
@@ -252,15 +266,15 @@ async def measure(client: httpx.AsyncClient, receiver: Receiver, bootstrap: str,
         log("no probe alert reached the receiver")
         return
     p99 = percentile(beyond, 99)
-    emit(BENCH, "cross_to_webhook_p50_beyond_for", percentile(beyond, 50), "ms", probes=len(beyond))
-    emit(BENCH, "cross_to_webhook_p99_beyond_for", p99, "ms", probes=len(beyond), expected=PROBES)
+    emit(bench, "cross_to_webhook_p50_beyond_for", percentile(beyond, 50), "ms", probes=len(beyond))
+    emit(bench, "cross_to_webhook_p99_beyond_for", p99, "ms", probes=len(beyond), expected=PROBES)
     emit(
-        BENCH, "cross_to_webhook_p99_beyond_for_vs_target", p99 / TARGET_P99_MS, "ratio", target=TARGET_P99_MS
+        bench, "cross_to_webhook_p99_beyond_for_vs_target", p99 / TARGET_P99_MS, "ratio", target=TARGET_P99_MS
     )
-    await capacity(client, bootstrap, topic)
+    await capacity(client, bootstrap, topic, bench)
 
 
-async def capacity(client: httpx.AsyncClient, bootstrap: str, topic: str) -> None:
+async def capacity(client: httpx.AsyncClient, bootstrap: str, topic: str, bench: str) -> None:
     """Publish BACKLOG_S seconds of the fleet's batches at once; time the evaluator through what is left.
 
     The clock starts when the last batch is acknowledged, so the publisher's own speed is not in the
@@ -296,8 +310,8 @@ async def capacity(client: httpx.AsyncClient, bootstrap: str, topic: str) -> Non
         log(f"only {left:.0f} of {total} samples were left when publishing ended: no capacity figure")
         return
     rate = left / elapsed
-    emit(BENCH, "backlog_samples_per_s", rate, "samples/s", samples=int(left), seconds=round(elapsed, 2))
-    emit(BENCH, "backlog_samples_per_s_vs_target", rate / TARGET_RATE, "ratio", target=TARGET_RATE)
+    emit(bench, "backlog_samples_per_s", rate, "samples/s", samples=int(left), seconds=round(elapsed, 2))
+    emit(bench, "backlog_samples_per_s_vs_target", rate / TARGET_RATE, "ratio", target=TARGET_RATE)
 
 
 async def drop_schema(env: BenchEnv) -> None:
@@ -309,12 +323,13 @@ async def drop_schema(env: BenchEnv) -> None:
 
 
 def main() -> None:
-    env = BenchEnv.create()
     with EmbeddedBroker() as broker:
-        try:
-            asyncio.run(run(env, broker.bootstrap))
-        finally:
-            asyncio.run(drop_schema(env))
+        for mode in MODES:
+            env = BenchEnv.create()  # a schema and topic prefix of its own per mode
+            try:
+                asyncio.run(run(env, broker.bootstrap, mode))
+            finally:
+                asyncio.run(drop_schema(env))
 
 
 if __name__ == "__main__":

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from fastapi import FastAPI
 
 from libs.common.db import service_migrations
 from libs.common.events import topics
 from libs.common.http import create_service_app
 from libs.common.runtime import ConsumerSpec, ServiceRuntime
+from services.alerting.api import alertmanager_v2 as api_alertmanager_v2
 from services.alerting.api import alerts as api_alerts
 from services.alerting.api import delivery as api_delivery
+from services.alerting.api import inhibit_rules as api_inhibit_rules
 from services.alerting.api import rules as api_rules
 from services.alerting.service.delivery_worker import DeliveryWorker
 from services.alerting.service.evaluator import Evaluator
@@ -43,8 +47,15 @@ def create_app(settings: AlertingSettings | None = None) -> FastAPI:
             "Threshold-for-duration rules on the live stream and pager webhooks that "
             "are never lost or duplicated."
         ),
-        routers=[api_rules.router, api_alerts.router, api_delivery.router],
+        routers=[
+            api_rules.router,
+            api_alerts.router,
+            api_delivery.router,
+            api_inhibit_rules.router,
+            api_alertmanager_v2.router,
+        ],
     )
     app.state.delivery = delivery
     app.state.evaluator = evaluator
+    app.state.started_at = datetime.now(UTC)
     return app

@@ -16,7 +16,7 @@ from functools import cache
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal, cast
 
-from fastapi import APIRouter, FastAPI, Response
+from fastapi import APIRouter, Depends, FastAPI, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.routing import APIRoute, iter_route_contexts
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
@@ -32,7 +32,7 @@ from libs.common.http.errors import ERROR_DESCRIPTIONS, RETRY_AFTER_S, ErrorBody
 from libs.common.http.guard import RequestGuard
 from libs.common.http.ratelimit import install_rate_limit
 from libs.common.http.routes import dependency_calls
-from libs.common.observability.metrics import HTTP_LATENCY
+from libs.common.observability.metrics import HTTP_LATENCY, TENANT_REGISTRY
 from libs.common.observability.tracing import flush_tracing
 
 if TYPE_CHECKING:  # the runtime imports auth, which imports this package's errors
@@ -147,6 +147,18 @@ def _probes(runtime: ServiceRuntime) -> APIRouter:
     @router.get("/metrics", summary="Prometheus exposition", response_class=PlainTextResponse)
     async def metrics() -> Response:
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    # Imported here: libs.common.auth imports this package's errors module.
+    from libs.common.auth.principal import require_admin
+
+    @router.get(
+        "/metrics/tenants",
+        summary="Prometheus exposition of the metrics labelled by tenant (admin key)",
+        response_class=PlainTextResponse,
+        dependencies=[Depends(require_admin)],
+    )
+    async def tenant_metrics() -> Response:
+        return Response(generate_latest(TENANT_REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
     return router
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = [
     "CONSUMER_LAG",
@@ -12,7 +12,12 @@ __all__ = [
     "EVENTS_PRODUCED",
     "HTTP_LATENCY",
     "OUTBOX_BACKLOG",
+    "TENANT_REGISTRY",
 ]
+
+#: Metrics labelled by tenant (its id, its costs): served only to admins, at /metrics/tenants, never in
+#: the open /metrics that anyone reaching a service's port can read.
+TENANT_REGISTRY = CollectorRegistry()
 
 HTTP_LATENCY = Histogram(
     "gpucloud_http_request_duration_seconds",

@@ -24,6 +24,8 @@ def register(root: typer.Typer) -> None:
 
 
 def _condition(r: dict[str, Any]) -> str:
+    if r.get("kind") == "promql":
+        return str(r.get("expr") or "")
     of = f"increase({r['metric']}[{r['window']}])" if r.get("kind") == "increase" else r["metric"]
     if r.get("kind") == "absent":
         return f"absent({r['metric']})"
@@ -37,6 +39,7 @@ def rules_view(rows: list[dict[str, Any]]) -> RenderableType:
         Column("SEVERITY", lambda r: r["severity"]),
         Column("CONDITION", _condition),
         Column("FOR", lambda r: r.get("for")),
+        Column("MODE", lambda r: r.get("mode", "stream")),
         Column("OWNER", lambda r: r.get("owner_tenant") or "global"),
     ]
     return table(rows, columns)
@@ -52,18 +55,34 @@ def rules_ls(ctx: typer.Context, output: Output = Format.TABLE) -> None:
 def rules_import(
     ctx: typer.Context,
     file: Annotated[Path, typer.Argument(help="A Prometheus rule file (groups:); '-' reads stdin.")],
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Replace rules of the same name (else refused).")
+    ] = False,
     output: Output = Format.TABLE,
 ) -> None:
-    """Create or replace the rules of a rule file, by name."""
+    """Create the rules of a rule file (or replace them by name, with --replace)."""
     session = session_of(ctx)
     try:
         text = sys.stdin.read() if str(file) == "-" else file.read_text(encoding="utf-8")
     except OSError as exc:
         raise usage(f"cannot read {file}: {exc.strerror}", field="file") from None
     done = session.client().post(
-        "alerting", "/v1/rules/import", content=text.encode(), headers={"Content-Type": "application/yaml"}
+        "alerting",
+        "/v1/rules/import",
+        content=text.encode(),
+        params={"replace": "true"} if replace else None,
+        headers={"Content-Type": "application/yaml"},
     )
-    emit(done, output, view=lambda d: f"imported {len(d['imported'])} rule(s): {', '.join(d['imported'])}")
+    emit(done, output, view=_imported)
+
+
+def _imported(done: dict[str, Any]) -> str:
+    """What an import did, and what it warned of (a label no series carries, two rules paging alike)."""
+    lines = [f"imported {len(done['imported'])} rule(s): {', '.join(done['imported'])}"]
+    if done.get("replaced"):
+        lines.append(f"replaced: {', '.join(done['replaced'])}")
+    lines += [f"warning: {w}" for w in done.get("warnings", [])]
+    return "\n".join(lines)
 
 
 @rules_app.command("export")

@@ -8,6 +8,7 @@ from typing import Any
 
 import asyncpg
 
+from services.alerting.domain.inhibition import DEFAULT_INHIBIT_RULES, InhibitRule
 from services.alerting.domain.routing import Route, RoutingTree
 from services.alerting.domain.rules import DEFAULT_RULES, Rule
 from services.alerting.domain.silences import Silence
@@ -55,6 +56,12 @@ EXPIRE_SILENCE = (
     "UPDATE silences SET ends_at = LEAST(ends_at, $2), "
     "starts_at = LEAST(starts_at, $2 - interval '1 millisecond') WHERE id = $1"
 )
+GET_INHIBIT_RULES = "SELECT rules FROM inhibit_rules WHERE owner_tenant IS NOT DISTINCT FROM $1"
+LIST_INHIBIT_RULES = "SELECT owner_tenant, rules FROM inhibit_rules ORDER BY owner_tenant NULLS FIRST"
+PUT_INHIBIT_RULES = (
+    "INSERT INTO inhibit_rules (owner_tenant, rules) VALUES ($1, $2) "
+    "ON CONFLICT (owner_tenant) DO UPDATE SET rules = EXCLUDED.rules, updated_at = now()"
+)
 LIST_RECEIVERS = "SELECT * FROM receivers ORDER BY name"
 GET_RECEIVER = "SELECT * FROM receivers WHERE name = $1"
 INSERT_RECEIVER = (
@@ -88,6 +95,7 @@ class Snapshot:
     rules: tuple[Rule, ...]
     tree: RoutingTree
     silences: tuple[Silence, ...]
+    inhibit_rules: tuple[InhibitRule, ...] = DEFAULT_INHIBIT_RULES
 
 
 def default_tree(receiver: str) -> RoutingTree:
@@ -97,6 +105,10 @@ def default_tree(receiver: str) -> RoutingTree:
 
 def _receiver(row: Any) -> Receiver:
     return Receiver(**{k: row[k] for k in Receiver.__slots__})
+
+
+def _inhibit_rules(stored: Any) -> tuple[InhibitRule, ...]:
+    return tuple(InhibitRule.model_validate(r) for r in stored)
 
 
 def _silence(row: Any) -> Silence:
@@ -133,6 +145,7 @@ class ConfigStore:
             rules=await self.rules(tenant=None),
             tree=await self.tree(default_receiver=default_receiver),
             silences=await self.silences(tenant=None, active_at=now),
+            inhibit_rules=await self.all_inhibit_rules(),
         )
 
     async def rules(self, *, tenant: str | None) -> tuple[Rule, ...]:
@@ -206,6 +219,22 @@ class ConfigStore:
     async def expire_silence(self, silence_id: str, *, now: datetime) -> None:
         """End a silence now (kept for the record)."""
         await self._conn.execute(EXPIRE_SILENCE, silence_id, now)
+
+    async def inhibit_rules(self, *, owner: str | None) -> tuple[InhibitRule, ...] | None:
+        """One owner's stored inhibit rules (None: the global set); None when it never stored any."""
+        stored = await self._conn.fetchval(GET_INHIBIT_RULES, owner)
+        return None if stored is None else _inhibit_rules(stored)
+
+    async def put_inhibit_rules(self, rules: tuple[InhibitRule, ...], *, owner: str | None) -> None:
+        """Replace one owner's inhibit rules (tenant rules must already be confined to the tenant)."""
+        await self._conn.execute(PUT_INHIBIT_RULES, owner, [r.model_dump(mode="json") for r in rules])
+
+    async def all_inhibit_rules(self) -> tuple[InhibitRule, ...]:
+        """What the evaluator mutes with: the global set (the defaults until stored), then each tenant's."""
+        rows = await self._conn.fetch(LIST_INHIBIT_RULES)
+        stored = {row["owner_tenant"]: _inhibit_rules(row["rules"]) for row in rows}
+        tenants = (rule for owner, rules in stored.items() if owner is not None for rule in rules)
+        return (*stored.get(None, DEFAULT_INHIBIT_RULES), *tenants)
 
     async def receivers(self) -> list[Receiver]:
         """Every receiver."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response, status
@@ -13,13 +14,14 @@ from libs.common.runtime import ServiceRuntime
 from services.alerting.adapters.config_store import ConfigStore
 from services.alerting.adapters.rulefile_yaml import parse_rule_file_async, to_yaml
 from services.alerting.api.schemas import RuleIn, RuleOut, rule_from, rule_out
-from services.alerting.domain.promrules import export_rules
-from services.alerting.domain.rules import Rule
+from services.alerting.domain.promrules import condition_key, export_rules, unmatched_labels
+from services.alerting.domain.rules import DEFAULT_RULES, EvaluationMode, Rule
 from services.alerting.service.unit_of_work import alerting_uow
 
 __all__ = ["router"]
 
 router = APIRouter(prefix="/v1/rules", tags=["rules"])
+_SHIPPED = frozenset(r.name for r in DEFAULT_RULES)
 OwnerTenant = Annotated[
     str | None,
     Query(
@@ -147,11 +149,60 @@ async def export(request: Request, caller: Caller) -> Response:
     return Response(to_yaml(export_rules(rules)), media_type="application/yaml")
 
 
+Replace = Annotated[
+    bool,
+    Query(description="Replace rules of the same name (shipped ones too); without it such a name is a 409."),
+]
+
+
+async def _check_taken(store: ConfigStore, rule: Rule, *, replace: bool) -> bool:
+    """Whether the import replaces a rule of this name; a 409 naming it unless the caller asked to."""
+    await _name_free(store, rule)
+    current = await store.rule(rule.name, owner=rule.owner_tenant)
+    if current is None:
+        return False
+    if not replace:
+        shipped = rule.owner_tenant is None and rule.name in _SHIPPED
+        raise Conflict(
+            f"a {'shipped ' if shipped else ''}rule named {rule.name!r} exists: "
+            "rename the alert, or import with ?replace=true to replace it",
+            field="name",
+        )
+    return True
+
+
+def _same_conditions(rules: Sequence[Rule], stored: Sequence[Rule]) -> list[str]:
+    """Warnings for rules that page on a condition another rule already pages on (Prometheus loads both)."""
+    incoming = {r.key for r in rules}
+    seen: dict[tuple[object, ...], str] = {}
+    for other in stored:
+        if other.key not in incoming:
+            seen.setdefault(condition_key(other), other.name)
+    warnings: list[str] = []
+    for rule in rules:
+        twin = seen.setdefault(condition_key(rule), rule.name)
+        if twin != rule.name:
+            warnings.append(f"alert {rule.name!r} has the same condition as {twin!r}: both will page")
+    return warnings
+
+
+Mode = Annotated[
+    EvaluationMode | None,
+    Query(
+        description="Evaluate every group of the file so: `stream` (per sample) or `prometheus` (on the "
+        "group's interval grid, any supported PromQL). Default: stream for a group whose rules all have "
+        "a stream shape, else prometheus."
+    ),
+]
+
+
 @router.post("/import", responses=error_responses(409, 422), openapi_extra=_RULE_FILE_BODY)
-async def import_rules(request: Request, caller: Caller) -> dict[str, list[str]]:
+async def import_rules(
+    request: Request, caller: Caller, replace: Replace = False, mode: Mode = None
+) -> dict[str, list[str]]:
     text = (await request.body()).decode("utf-8", errors="replace")
     try:
-        parsed = await parse_rule_file_async(text)
+        parsed = await parse_rule_file_async(text, mode=mode)
     except (ValueError, TypeError, KeyError) as exc:
         raise Unprocessable(f"not a rule file this service reads: {exc}", field="body") from None
     rules = [
@@ -159,12 +210,16 @@ async def import_rules(request: Request, caller: Caller) -> dict[str, list[str]]
     ]
     async with alerting_uow(_runtime(request)) as uow:
         store = uow.config
+        replaced = [r.name for r in rules if await _check_taken(store, r, replace=replace)]
+        stored = await store.rules(tenant=None)
+        warnings = [w for r in rules for w in unmatched_labels(r)]
+        warnings += _same_conditions(rules, stored)
         for rule in rules:
-            await _name_free(store, rule)
             await store.put_rule(rule)
         await store.bump()
         await uow.commit()
-    return {"imported": [r.name for r in rules]}
+    extra = {"replaced": replaced, "warnings": warnings}
+    return {"imported": [r.name for r in rules], **{k: v for k, v in extra.items() if v}}
 
 
 @router.get("/{name}", responses=error_responses(403, 404, 409))

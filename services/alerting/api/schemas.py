@@ -11,8 +11,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from services.alerting.api.errors import domain_error
 from services.alerting.domain.durations import format_duration, parse_duration
 from services.alerting.domain.matchers import Matcher
+from services.alerting.domain.promrules import promql_metric
 from services.alerting.domain.routing import RoutingTree
-from services.alerting.domain.rules import Comparator, Rule, RuleKind, Severity
+from services.alerting.domain.rules import DEFAULT_GROUP, Comparator, EvaluationMode, Rule, RuleKind, Severity
 
 __all__ = [
     "MatcherIn",
@@ -61,7 +62,15 @@ class RuleIn(BaseModel):
     )
     kind: RuleKind = RuleKind.THRESHOLD
     metric: str = Field(
-        max_length=64, description="Sample field, e.g. fb_used_pct, gpu_temp_c, xid_count, gpu_lost."
+        default="",
+        max_length=64,
+        description="Sample field, e.g. fb_used_pct, gpu_temp_c, xid_count, gpu_lost (not for promql rules).",
+    )
+    expr: str | None = Field(
+        default=None, max_length=4096, description="A promql rule's PromQL expression (prometheus mode)."
+    )
+    mode: EvaluationMode | None = Field(
+        default=None, description="stream (default) or prometheus; a promql rule is always prometheus."
     )
     comparator: Comparator = Comparator.GT
     threshold: float = Field(default=0.0, allow_inf_nan=False, description="A finite number.")
@@ -74,9 +83,24 @@ class RuleIn(BaseModel):
     matchers: list[MatcherIn] = Field(
         default_factory=list, max_length=MAX_MATCHERS, description="Scope: node, model, pool, tenant..."
     )
-    severity: Severity = Severity.WARNING
-    summary: str = Field(default="", max_length=1000)
+    severity: str = Field(
+        default=Severity.WARNING.value,
+        min_length=1,
+        max_length=64,
+        description="The severity label: critical, warning, info or any other word.",
+    )
+    summary: str = Field(default="", max_length=1000, description="A template, as in Prometheus.")
     runbook_url: str | None = Field(default=None, max_length=2048)
+    labels: dict[str, Annotated[str, Field(max_length=1000)]] = Field(
+        default_factory=dict, max_length=MAX_MATCHERS, description="Other labels the alert carries."
+    )
+    annotations: dict[str, Annotated[str, Field(max_length=4000)]] = Field(
+        default_factory=dict,
+        max_length=MAX_MATCHERS,
+        description="Other annotations: templates, expanded when notifying.",
+    )
+    group: str = Field(default=DEFAULT_GROUP, min_length=1, max_length=200, description="Rule group.")
+    interval: str | None = Field(default=None, max_length=64, description="Group interval. " + _DURATION)
     owner_tenant: str | None = Field(
         default=None, max_length=200, description="Admins only: make it a tenant's rule."
     )
@@ -95,10 +119,16 @@ class RuleOut(BaseModel):
     window: str | None
     bit: int | None
     matchers: list[Matcher]
-    severity: Severity
+    severity: str
     summary: str
     runbook_url: str | None
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    group: str
+    interval: str | None
     owner_tenant: str | None
+    mode: EvaluationMode
+    expr: str | None
 
 
 def _duration(value: str | None, field: str) -> Any:
@@ -112,9 +142,19 @@ def _duration(value: str | None, field: str) -> Any:
 
 def rule_from(body: RuleIn, *, owner: str | None) -> Rule:
     """The domain rule, or a 422 naming the field."""
-    fields = body.model_dump(exclude={"for_", "keep_firing_for", "window", "owner_tenant"})
+    fields = body.model_dump(
+        exclude={"for_", "keep_firing_for", "window", "interval", "owner_tenant", "mode"}
+    )
+    if body.kind is RuleKind.PROMQL:
+        try:
+            fields |= {"metric": promql_metric(body.expr or ""), "mode": EvaluationMode.PROMETHEUS}
+        except ValueError as exc:
+            raise domain_error(exc, prefix="expr") from None
+    else:
+        fields["mode"] = body.mode or EvaluationMode.STREAM
     fields |= {
         "for_duration": _duration(body.for_, "for"),
+        "interval": _duration(body.interval, "interval"),
         "keep_firing_for": _duration(body.keep_firing_for, "keep_firing_for"),
         "window": _duration(body.window, "window"),
         "owner_tenant": owner,
@@ -129,8 +169,9 @@ def rule_from(body: RuleIn, *, owner: str | None) -> Rule:
 def rule_out(rule: Rule) -> RuleOut:
     """The API view of a rule."""
     return RuleOut(
-        **rule.model_dump(exclude={"for_duration", "keep_firing_for", "window", "matchers"}),
+        **rule.model_dump(exclude={"for_duration", "keep_firing_for", "window", "interval", "matchers"}),
         for_=format_duration(rule.for_duration),
+        interval=format_duration(rule.interval) if rule.interval is not None else None,
         keep_firing_for=format_duration(rule.keep_firing_for) if rule.keep_firing_for is not None else None,
         window=format_duration(rule.window) if rule.window is not None else None,
         matchers=list(rule.matchers),

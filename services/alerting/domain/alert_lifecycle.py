@@ -18,8 +18,10 @@ __all__ = [
     "Transition",
     "TransitionKind",
     "expire",
+    "gone",
     "observe",
     "promote",
+    "promote_wait",
     "transition",
 ]
 
@@ -47,6 +49,15 @@ class EvaluationConfig(BaseModel):
 
     staleness: timedelta = timedelta(minutes=5)
     silent_expiry: timedelta = timedelta(hours=24)
+    #: How long past a `for` or keep_firing_for deadline the series' next sample is waited for before a
+    #: tick decides on its last one: a flowing series is decided by its samples' own times (a sample
+    #: below the threshold at the deadline, delayed in the pipeline, cancels rather than pages).
+    sample_grace: timedelta = timedelta(seconds=2)
+    #: The same wait for a pending alert's `for` deadline, short because paging late is the cost: a
+    #: sample stamped at or before the deadline that arrives within it still cancels; after it, the
+    #: last sample stands and the alert fires, dated at its deadline (Prometheus too decides on what
+    #: it has ingested when it evaluates).
+    promote_grace: timedelta = timedelta(milliseconds=100)
 
 
 class AlertState(BaseModel):
@@ -60,6 +71,20 @@ class AlertState(BaseModel):
     keep_firing_since: AwareDatetime | None = None
     last_seen: AwareDatetime
     value: float | None = None
+    #: Seconds between its last two samples: the series' cadence, to tell whether a sample stamped at
+    #: or before the `for` deadline may still come (see `promote_wait`).
+    gap_s: float | None = None
+
+
+def promote_wait(state: AlertState, due: datetime, grace: timedelta) -> timedelta:
+    """How long past `due` a pending alert waits for its series' next sample before its last stands.
+
+    Only a sample stamped at or before `due` can cancel it. When the last sample is within half the
+    series' cadence of `due`, the next one is stamped after `due`: nothing can cancel, so no wait.
+    Otherwise (the next sample is due about at the deadline) it waits `grace` for it."""
+    if state.gap_s is not None and (due - state.last_seen).total_seconds() < state.gap_s / 2:
+        return timedelta(0)
+    return grace
 
 
 class Transition(BaseModel):
@@ -90,8 +115,14 @@ def observe(rule: Rule, prev: AlertState | None, *, holds: bool, value: float, n
             fresh = AlertState(phase=Phase.PENDING, active_at=now, last_seen=now, value=value)
             promoted, kind = promote(rule, fresh, now)
             return promoted, kind or TransitionKind.PENDING
-        seen = prev.model_copy(update={"last_seen": now, "value": value, "keep_firing_since": None})
-        return promote(rule, seen, now)
+        gap = (now - prev.last_seen).total_seconds()
+        update = {
+            "last_seen": now,
+            "value": value,
+            "keep_firing_since": None,
+            "gap_s": gap if gap > 0 else None,
+        }
+        return promote(rule, prev.model_copy(update=update), now)
     if prev is None:
         return None, None
     if prev.phase is Phase.PENDING:
@@ -103,14 +134,50 @@ def observe(rule: Rule, prev: AlertState | None, *, holds: bool, value: float, n
 
 
 def expire(rule: Rule | None, state: AlertState, *, now: datetime, config: EvaluationConfig) -> Step:
-    """Timers with no new sample: removed rule, stale series, keep_firing_for running out, or `for`."""
-    ended = TransitionKind.RESOLVED if state.phase is Phase.FIRING else TransitionKind.CANCELLED
-    if rule is None or now - state.last_seen >= config.staleness:
+    """Timers with no new sample (``now`` is the wall clock, the alert's times are its samples').
+
+    A deadline (`for`, keep_firing_for) is decided by the wall clock only once the series has sent
+    nothing past it for ``promote_grace`` (`for`) or ``sample_grace`` (the hold); then the last
+    sample stands, as Prometheus's lookback has it. A series silent for ``staleness`` ends its alert,
+    after its keep_firing_for hold if it has one.
+    """
+    if rule is None:
+        ended = TransitionKind.RESOLVED if state.phase is Phase.FIRING else TransitionKind.CANCELLED
         return None, ended
-    since, keep = state.keep_firing_since, rule.keep_firing_for
-    if since is not None and keep is not None and now - since >= keep:
+    grace, keep, stale_at = config.sample_grace, rule.keep_firing_for, state.last_seen + config.staleness
+    if state.phase is Phase.PENDING:
+        if now >= stale_at:
+            return None, TransitionKind.CANCELLED
+        due = state.active_at + rule.for_duration
+        # Silent since it last held (and no sample stamped by `due` can still come): it holds at `due`.
+        if state.last_seen < due <= now - promote_wait(state, due, config.promote_grace):
+            return state.model_copy(update={"phase": Phase.FIRING, "fired_at": due}), TransitionKind.FIRING
+        return state, None
+    since = state.keep_firing_since
+    if since is not None and keep is not None:  # in its hold since the condition stopped
+        end = min(since + keep, stale_at + keep)
+        if state.last_seen < end <= now - grace:
+            return None, TransitionKind.RESOLVED
+        return state, None
+    if now < stale_at:
+        return state, None
+    if keep is None or now >= stale_at + keep:
         return None, TransitionKind.RESOLVED
-    return promote(rule, state, now)
+    return state.model_copy(update={"keep_firing_since": stale_at}), None  # silent: its hold begins
+
+
+def gone(rule: Rule, state: AlertState, *, at: datetime) -> Step:
+    """The series left its source's batch at ``at`` (a staleness marker): its condition no longer holds.
+
+    A pending alert is cancelled; a firing one resolves, or starts its keep_firing_for hold.
+    """
+    if state.phase is Phase.PENDING:
+        return None, TransitionKind.CANCELLED
+    if rule.keep_firing_for is None:
+        return None, TransitionKind.RESOLVED
+    if state.keep_firing_since is not None:
+        return state, None
+    return state.model_copy(update={"keep_firing_since": at, "last_seen": max(state.last_seen, at)}), None
 
 
 def transition(
@@ -118,15 +185,15 @@ def transition(
 ) -> Transition:
     """Build the transition record, with the outward alert (ended now when resolved)."""
     labels = alert_labels(rule, series)
-    annotations = {"summary": rule.summary}
-    if rule.runbook_url:
-        annotations["runbook_url"] = rule.runbook_url
-    ends_at = now if kind in (TransitionKind.RESOLVED, TransitionKind.CANCELLED) else None
+    annotations = rule.all_annotations()
+    starts_at = state.fired_at or state.active_at
+    # Never before it started: a tick's clock may trail the agent's stamps (skew, a restored state).
+    ends_at = max(now, starts_at) if kind in (TransitionKind.RESOLVED, TransitionKind.CANCELLED) else None
     alert = Alert(
         fingerprint=fingerprint(labels),
         labels=labels,
         annotations=annotations,
-        starts_at=state.fired_at or state.active_at,
+        starts_at=starts_at,
         ends_at=ends_at,
         value=state.value,
     )

@@ -28,8 +28,8 @@ def fingerprint(labels: Mapping[str, str]) -> str:
 
 
 def alert_labels(rule: Rule, series: Mapping[str, str]) -> dict[str, str]:
-    """Series labels plus alertname and severity; the rule's labels win, as in Prometheus."""
-    return {**series, "alertname": rule.name, "severity": rule.severity.value}
+    """Series labels plus the rule's labels (severity among them) and alertname; the rule's win."""
+    return {**series, **rule.all_labels(), "alertname": rule.name}
 
 
 class Alert(BaseModel):

@@ -9,8 +9,16 @@ from typing import Any
 
 from services.alerting.domain.alerts import Alert, AlertStatus
 from services.alerting.domain.grouping import Notification
+from services.alerting.domain.templates import TemplateContext, expand
 
-__all__ = ["PAGERDUTY_SEVERITY", "alertmanager_webhook", "dedup_key", "pagerduty_event", "slack_message"]
+__all__ = [
+    "PAGERDUTY_SEVERITY",
+    "alertmanager_webhook",
+    "dedup_key",
+    "expanded_annotations",
+    "pagerduty_event",
+    "slack_message",
+]
 
 # Go's zero time: what Alertmanager writes as endsAt for an alert that has not ended.
 _ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -32,11 +40,21 @@ def _common(maps: Iterable[Mapping[str, str]]) -> dict[str, str]:
     return {k: v for k, v in items[0].items() if all(m.get(k) == v for m in items[1:])}
 
 
-def _webhook_alert(alert: Alert, generator_url: str) -> dict[str, Any]:
+def expanded_annotations(
+    alert: Alert, *, external_labels: Mapping[str, str] | None = None, external_url: str = ""
+) -> dict[str, str]:
+    """The alert's annotations with their Prometheus templates expanded on its labels and value."""
+    context = TemplateContext(
+        labels=alert.labels, value=alert.value, external_labels=external_labels, external_url=external_url
+    )
+    return {name: expand(text, context) for name, text in alert.annotations.items()}
+
+
+def _webhook_alert(alert: Alert, generator_url: str, annotations: dict[str, str]) -> dict[str, Any]:
     return {
         "status": alert.status.value,
         "labels": alert.labels,
-        "annotations": alert.annotations,
+        "annotations": annotations,
         "startsAt": _rfc3339(alert.starts_at),
         "endsAt": _rfc3339(alert.ends_at),
         "generatorURL": generator_url,
@@ -45,11 +63,19 @@ def _webhook_alert(alert: Alert, generator_url: str) -> dict[str, Any]:
 
 
 def alertmanager_webhook(
-    notification: Notification, *, external_url: str, max_alerts: int = 0
+    notification: Notification,
+    *,
+    external_url: str,
+    max_alerts: int = 0,
+    external_labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Alertmanager's webhook_config body, version "4"; max_alerts 0 means no limit, like Alertmanager."""
     alerts = notification.alerts[:max_alerts] if max_alerts else notification.alerts
     generator = f"{external_url.rstrip('/')}/alerts"
+    annotations = [
+        expanded_annotations(a, external_labels=external_labels, external_url=external_url)
+        for a in notification.alerts
+    ]
     return {
         "version": "4",
         "groupKey": notification.group_key,
@@ -58,9 +84,9 @@ def alertmanager_webhook(
         "receiver": notification.receiver,
         "groupLabels": notification.group_labels,
         "commonLabels": _common(a.labels for a in notification.alerts),
-        "commonAnnotations": _common(a.annotations for a in notification.alerts),
+        "commonAnnotations": _common(annotations),
         "externalURL": external_url,
-        "alerts": [_webhook_alert(a, generator) for a in alerts],
+        "alerts": [_webhook_alert(a, generator, n) for a, n in zip(alerts, annotations, strict=False)],
     }
 
 
@@ -110,8 +136,9 @@ def pagerduty_event(
 def _alert_block(alert: Alert) -> dict[str, Any]:
     icon = ":red_circle:" if alert.status is AlertStatus.FIRING else ":large_green_circle:"
     labels = ", ".join(f"`{k}={v}`" for k, v in sorted(alert.labels.items()))
-    text = f"{icon} *{alert.annotations.get('summary', alert.labels.get('alertname', ''))}*\n{labels}"
-    runbook = alert.annotations.get("runbook_url")
+    annotations = expanded_annotations(alert)
+    text = f"{icon} *{annotations.get('summary', alert.labels.get('alertname', ''))}*\n{labels}"
+    runbook = annotations.get("runbook_url")
     if runbook:
         text += f"\n<{runbook}|Runbook>"
     return {"type": "section", "text": {"type": "mrkdwn", "text": text[:_SLACK_SECTION_MAX]}}

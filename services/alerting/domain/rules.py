@@ -11,20 +11,27 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from services.alerting.domain.matchers import LABEL_NAME_RE, Matcher, MatchOp
+from services.alerting.domain.templates import TemplateError, compile_template
 
 __all__ = [
     "COUNTER_METRICS",
+    "DEFAULT_GROUP",
     "DEFAULT_RULES",
     "GPU_LOST_METRIC",
     "METRICS",
     "SCOPE_LABELS",
     "THROTTLE_SW_POWER_CAP_BIT",
+    "XID_CODES",
+    "XID_LABEL",
+    "XID_METRIC",
     "Comparator",
+    "EvaluationMode",
     "Rule",
     "RuleBook",
     "RuleKey",
     "RuleKind",
     "Severity",
+    "check_templates",
 ]
 
 # Per-GPU, per-second sample fields published by telemetry.
@@ -40,8 +47,17 @@ METRICS = frozenset(
 GPU_LOST_METRIC = "gpu_lost"
 COUNTER_METRICS = frozenset({"ecc_sbe_count", "ecc_dbe_count", "xid_count"})
 SCOPE_LABELS = frozenset({"node", "model", "pool", "tenant", "workload", "gpu"})
+#: A rule on this metric with a matcher on this label reads one series per GPU and XID code (the
+#: catalog's codes from 0, and any other code the GPU raised) instead of the GPU's total.
+XID_METRIC, XID_LABEL = "xid_count", "xid"
+#: The codes of telemetry's XID catalog (services/telemetry/domain/xid.py; a test holds the two equal):
+#: each has a per-code series from 0, so increase() sees its first XID.
+XID_CODES: tuple[int, ...] = (13, 31, 43, 48, 63, 64, 74, 79, 94, 95, 119)
 # NVML's clocksThrottleReasonSwPowerCap is 0x4.
 THROTTLE_SW_POWER_CAP_BIT = 2
+DEFAULT_GROUP = "gpucloud"
+#: Labels the service sets itself: a rule's own labels may not override them.
+_RESERVED_LABELS = frozenset({"alertname", "severity", "owner_tenant", "__name__"})
 #: (owner tenant or None, name): what identifies a rule; the name alone is unique only per owner.
 RuleKey = tuple[str | None, str]
 
@@ -67,7 +83,7 @@ class Comparator(StrEnum):
 
 
 class Severity(StrEnum):
-    """How loudly an alert should page."""
+    """The usual severities (a rule's `severity` label may be any other word too)."""
 
     CRITICAL = "critical"
     WARNING = "warning"
@@ -80,6 +96,15 @@ class RuleKind(StrEnum):
     THRESHOLD = "threshold"  # the last value of a gauge
     INCREASE = "increase"  # how much a counter grew within `window` (XIDs, ECC errors)
     ABSENT = "absent"  # no sample at all from a node for `for_duration`
+    PROMQL = "promql"  # any PromQL expression (`expr`), evaluated in prometheus mode only
+
+
+class EvaluationMode(StrEnum):
+    """How a rule is evaluated: per sample (`stream`, the engine) or on its group's interval grid as
+    Prometheus does (`prometheus`, prometheus_mode.py)."""
+
+    STREAM = "stream"
+    PROMETHEUS = "prometheus"
 
 
 class Rule(BaseModel):
@@ -97,10 +122,27 @@ class Rule(BaseModel):
     window: timedelta | None = Field(default=None, description="Increase window (INCREASE only).")
     bit: int | None = Field(default=None, ge=0, le=63, description="Test this bit of a bitmask field.")
     matchers: tuple[Matcher, ...] = ()
-    severity: Severity = Severity.WARNING
+    severity: str = Field(
+        default=Severity.WARNING.value, min_length=1, description="The severity label (any word)."
+    )
     summary: str = ""
     runbook_url: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict, description="Other labels the alert carries.")
+    annotations: dict[str, str] = Field(
+        default_factory=dict, description="Other annotations (templates, expanded when notifying)."
+    )
+    group: str = Field(default=DEFAULT_GROUP, min_length=1, description="The rule file group it came in.")
+    interval: timedelta | None = Field(default=None, description="The group's evaluation interval.")
     owner_tenant: str | None = Field(default=None, description="None for a global (admin) rule.")
+    mode: EvaluationMode = Field(default=EvaluationMode.STREAM, description="stream or prometheus.")
+    expr: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="The PromQL expression of a promql rule (`metric` then names a series it reads).",
+    )
+
+    def __hash__(self) -> int:
+        return hash(self.key)
 
     @field_validator("name")
     @classmethod
@@ -116,13 +158,28 @@ class Rule(BaseModel):
             raise ValueError(f"unknown metric {metric!r}")
         return metric
 
-    @field_validator("matchers")
+    @field_validator("severity", mode="before")
     @classmethod
-    def _scope_labels_only(cls, matchers: tuple[Matcher, ...]) -> tuple[Matcher, ...]:
-        unknown = {m.name for m in matchers} - SCOPE_LABELS
-        if unknown:
-            raise ValueError(f"rules are scoped only by {sorted(SCOPE_LABELS)}, not {sorted(unknown)}")
-        return matchers
+    def _severity_text(cls, severity: object) -> object:
+        return severity.value if isinstance(severity, Severity) else severity
+
+    @field_validator("labels")
+    @classmethod
+    def _own_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for name, value in labels.items():
+            if not LABEL_NAME_RE.fullmatch(name) or name in _RESERVED_LABELS:
+                raise ValueError(f"label {name!r} cannot be set by a rule")
+            if "{{" in value:
+                raise ValueError(f"label {name!r}: templates in labels are not supported (use an annotation)")
+        return labels
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotation_names(cls, annotations: dict[str, str]) -> dict[str, str]:
+        bad = [n for n in annotations if not LABEL_NAME_RE.fullmatch(n) or n in ("summary", "runbook_url")]
+        if bad:
+            raise ValueError(f"annotation {bad[0]!r} cannot be set here")
+        return annotations
 
     @model_validator(mode="after")
     def _consistent_kind(self) -> Self:
@@ -132,12 +189,30 @@ class Rule(BaseModel):
             raise ValueError("an absence rule needs a positive for_duration")
         if self.for_duration < timedelta(0) or (self.keep_firing_for or timedelta(0)) < timedelta(0):
             raise ValueError("durations are never negative")
+        if self.interval is not None and self.interval <= timedelta(0):
+            raise ValueError("a group interval is positive")
+        if (self.kind is RuleKind.PROMQL) != bool(self.expr):
+            raise ValueError("a promql rule needs an expr, and only a promql rule has one")
+        if self.kind is RuleKind.PROMQL and self.mode is not EvaluationMode.PROMETHEUS:
+            raise ValueError("a promql rule evaluates in prometheus mode (mode: prometheus)")
+        check_templates(self.all_annotations())
         return self
 
     @property
     def key(self) -> RuleKey:
         """The rule's identity: names are unique per owner (None for the global rules)."""
         return (self.owner_tenant, self.name)
+
+    def all_labels(self) -> dict[str, str]:
+        """The labels the rule adds to its alerts: its own, then severity."""
+        return {**self.labels, "severity": self.severity}
+
+    def all_annotations(self) -> dict[str, str]:
+        """Every annotation, as in a rule file (summary and runbook_url included)."""
+        shipped = {"summary": self.summary}
+        if self.runbook_url:
+            shipped["runbook_url"] = self.runbook_url
+        return {**shipped, **self.annotations}
 
     def owns(self, labels: Mapping[str, str]) -> bool:
         """Whether an alert of this name on a series with these labels can be this rule's."""
@@ -148,6 +223,15 @@ class Rule(BaseModel):
         if self.owner_tenant is None:
             return self.matchers
         return (*self.matchers, Matcher(name="tenant", op=MatchOp.EQ, value=self.owner_tenant))
+
+    @property
+    def per_xid(self) -> bool:
+        """Whether the rule reads the per-code XID series (a stream rule on xid_count matching on xid)."""
+        return (
+            self.mode is EvaluationMode.STREAM
+            and self.metric == XID_METRIC
+            and any(m.name == XID_LABEL for m in self.matchers)
+        )
 
     def observe(self, value: float) -> float:
         """The value the comparator sees: the selected bit (0 or 1) for bitmask rules."""
@@ -163,6 +247,15 @@ class Rule(BaseModel):
         if bit is None:
             return lambda value: compare(float(value), threshold)
         return lambda value: compare(float((int(float(value)) >> bit) & 1), threshold)
+
+
+def check_templates(annotations: Mapping[str, str]) -> None:
+    """Refuse (ValueError naming the annotation) a template Prometheus would refuse, or we cannot expand."""
+    for name, text in annotations.items():
+        try:
+            compile_template(text)
+        except TemplateError as error:
+            raise ValueError(f"annotation {name!r}: template does not parse: {error}") from None
 
 
 class RuleBook:

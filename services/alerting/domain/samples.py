@@ -7,10 +7,10 @@ with `fb_used_pct` filled in by `derive`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from services.alerting.domain.rules import GPU_LOST_METRIC, METRICS
+from services.alerting.domain.rules import GPU_LOST_METRIC, METRICS, XID_CODES, XID_LABEL, XID_METRIC
 from services.alerting.domain.series_evaluation import Sample
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "reading_labels",
     "to_sample",
     "value_fields",
+    "xid_readings",
 ]
 
 Reading = Mapping[str, Any]
@@ -38,7 +39,7 @@ def derive(reading: dict[str, Any]) -> dict[str, Any]:
     return reading
 
 
-def identity(node: str, reading: Reading) -> tuple[str, str, str, str | None, str | None]:
+def identity(node: str, reading: Reading) -> tuple[str, str, str, str | None, str | None, str | None]:
     """What identifies the reading's series: the values its labels are made of (cheap to hash)."""
     return (
         node,
@@ -46,7 +47,23 @@ def identity(node: str, reading: Reading) -> tuple[str, str, str, str | None, st
         reading.get("model") or "",
         reading.get("tenant_id"),
         reading.get("workload_id"),
+        reading.get(XID_LABEL),
     )
+
+
+def xid_readings(readings: Iterable[Reading]) -> list[dict[str, Any]]:
+    """One reading per GPU and XID code, for the rules that match on `xid`: the catalog's codes at 0
+    until raised (so increase() sees a code's first XID), and any other code the GPU raised. A reading
+    without xid_count (a MIG instance: its XIDs are the parent's) has none."""
+    out: list[dict[str, Any]] = []
+    for reading in readings:
+        if reading.get(XID_METRIC) is None:
+            continue
+        raised = {int(code): count for code, count in (reading.get("xid_counts") or {}).items()}
+        scope = {k: reading[k] for k in ("gpu", "model", "tenant_id", "workload_id") if k in reading}
+        for code in sorted(raised.keys() | set(XID_CODES)):
+            out.append({**scope, XID_LABEL: str(code), XID_METRIC: raised.get(code, 0)})
+    return out
 
 
 def reading_labels(node: str, reading: Reading) -> dict[str, str]:
@@ -58,6 +75,8 @@ def reading_labels(node: str, reading: Reading) -> dict[str, str]:
         labels["tenant"] = tenant
     if workload := reading.get("workload_id"):
         labels["workload"] = workload
+    if xid := reading.get(XID_LABEL):
+        labels[XID_LABEL] = xid
     return labels
 
 

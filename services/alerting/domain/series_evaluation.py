@@ -17,6 +17,7 @@ from services.alerting.domain.alert_lifecycle import (
     Transition,
     TransitionKind,
     expire,
+    gone,
     observe,
     transition,
 )
@@ -25,7 +26,7 @@ from services.alerting.domain.counters import CounterPoint, increase, record
 from services.alerting.domain.matchers import matches_all
 from services.alerting.domain.rules import Rule, RuleBook, RuleKind
 
-__all__ = ["Sample", "SeriesState", "Step", "evaluate", "retire_rule", "series_key", "tick"]
+__all__ = ["Sample", "SeriesState", "Step", "evaluate", "left_batch", "retire_rule", "series_key", "tick"]
 
 _DEFAULTS = EvaluationConfig()
 
@@ -95,6 +96,18 @@ def tick(*, state: SeriesState, rules: Sequence[Rule], now: datetime, config: Ev
         _apply(rule, alerts, changes, state.labels, now, expire(rule, current, now=now, config=config))
     if not alerts and now - state.last_seen >= config.staleness:
         return Step(state=None, transitions=tuple(changes))
+    return Step(state=state.model_copy(update={"alerts": alerts}), transitions=tuple(changes))
+
+
+def left_batch(*, state: SeriesState, rules: Sequence[Rule], at: datetime) -> Step:
+    """The series was missing from its node's batch at ``at``: every alert it holds sees it gone."""
+    book = RuleBook(rules)
+    alerts = dict(state.alerts)
+    changes: list[Transition] = []
+    for name, current in state.alerts.items():
+        rule = book.get(name, state.labels)
+        if rule is not None and rule.kind is not RuleKind.ABSENT:
+            _apply(rule, alerts, changes, state.labels, at, gone(rule, current, at=at))
     return Step(state=state.model_copy(update={"alerts": alerts}), transitions=tuple(changes))
 
 

@@ -8,6 +8,11 @@ transaction, then commits the Kafka offsets. A crash before the offset commit
 replays samples: those at or before a series' persisted instant are skipped, the others replay
 deterministically into the same state, and notification ids are deterministic and inserted
 ON CONFLICT DO NOTHING, so nobody is paged twice.
+
+Prometheus-mode groups (domain/prometheus_mode.py) are fed the same batches and evaluated on their
+grid after each slice; their transitions go through the engine's routing and the same transaction.
+Their series and pending alerts live in memory only: a new evaluator takes their firing alerts back
+from the persisted groups (so they resolve), and their pending ones start over.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from services.alerting.adapters.config_store import ConfigStore, default_tree
 from services.alerting.adapters.engine_state_store import StateStore
 from services.alerting.domain.alert_lifecycle import EvaluationConfig, Transition, TransitionKind
 from services.alerting.domain.engine import Changes, Engine
+from services.alerting.domain.prometheus_mode import PrometheusMode
+from services.alerting.domain.rules import EvaluationMode
 from services.alerting.domain.samples import derive, reading_fields
 from services.alerting.service.unit_of_work import alerting_uow
 
@@ -110,6 +117,7 @@ class Evaluator:
         self._checks = FieldChecks()
         self._lock_key = f"gpucloud.alerting.evaluator.{settings.pg_schema}"
         self._lease: Lease | None = None
+        self.prometheus = PrometheusMode()  # the prometheus-mode groups (replaced at each lead)
 
     async def run(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         """Wait to become the evaluator, then evaluate until `stop` or until the lock is lost."""
@@ -151,6 +159,7 @@ class Evaluator:
         async with alerting_uow(runtime) as uow:
             await uow.config.seed_defaults()
             await uow.commit()
+        self.prometheus = PrometheusMode()
         self._version = await self._reload(runtime, engine, version=-1)
         async with runtime.pool.acquire() as conn:
             restored = await StateStore(conn).load()
@@ -161,6 +170,7 @@ class Evaluator:
             groups=restored.groups,
             now=_now(),
         )
+        self.prometheus.restore(engine.firing.values())
         consumer = side_stream_consumer(
             runtime.settings,
             name="samples",
@@ -206,17 +216,25 @@ class Evaluator:
             engine.tick(now=_now())
         else:
             engine.advance(now=_now())
+        now = _now()
+        engine.apply(self.prometheus.evaluate(now), now=now)  # groups whose grid time has come
+        for name, error in self.prometheus.new_errors():
+            log.warning(
+                "prometheus-mode rule %s did not evaluate (it changes nothing until it does): %s", name, error
+            )
         await self._persist(runtime, engine.drain(), signal_ids)
 
     def _observe(self, engine: Engine, records: Sequence[SampleRecord]) -> None:
-        if self._checks_for is not engine.metrics:
-            self._checks_for, self._checks = engine.metrics, reading_checks(engine.metrics)
+        metrics = engine.metrics | self.prometheus.fields
+        if self._checks_for != metrics:
+            self._checks_for, self._checks = metrics, reading_checks(metrics)
         now, done, newest = _now(), 0, None
         for record in records:
             batch = _sample_batch(record, self._checks)
             if batch is None:
                 continue
             done += engine.observe_readings(node=batch.node, at=batch.at, readings=batch.samples, now=now)
+            self.prometheus.observe_readings(node=batch.node, at=batch.at, readings=batch.samples)
             newest = batch.at
         self.evaluated += done
         SAMPLES_EVALUATED.inc(done)
@@ -230,7 +248,14 @@ class Evaluator:
                 return version
             now = _now()
             snap = await store.snapshot(default_receiver=self._settings.default_receiver, now=now)
-        engine.configure(rules=snap.rules, tree=snap.tree, silences=snap.silences, now=now)
+        engine.configure(
+            rules=snap.rules,
+            tree=snap.tree,
+            silences=snap.silences,
+            inhibit_rules=snap.inhibit_rules,
+            now=now,
+        )
+        self.prometheus.configure([r for r in snap.rules if r.mode is EvaluationMode.PROMETHEUS])
         self.rule_names = frozenset(r.name for r in snap.rules)
         log.info("evaluating %d rules (configuration version %d)", len(snap.rules), snap.version)
         return snap.version

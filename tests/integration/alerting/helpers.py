@@ -100,7 +100,9 @@ async def receiving(responder: Callable[[], int] = lambda: 200) -> AsyncIterator
         await receiver.stop()
 
 
-def gpu(index: int, *, node: str, mem_pct: float, tenant: str | None = None) -> GpuMetrics:
+def gpu(
+    index: int, *, node: str, mem_pct: float, tenant: str | None = None, xids: dict[int, int] | None = None
+) -> GpuMetrics:
     total = 80 * GIB
     return GpuMetrics(
         gpu=f"GPU-{node}-{index}",
@@ -109,7 +111,8 @@ def gpu(index: int, *, node: str, mem_pct: float, tenant: str | None = None) -> 
         fb_used_bytes=int(total * mem_pct / 100),
         fb_total_bytes=total,
         gpu_temp_c=60.0,
-        xid_count=0,
+        xid_count=sum((xids or {}).values()),
+        xid_counts=xids or None,
         ecc_dbe_count=0,
         throttle_reasons=0,
         tenant_id=tenant,
@@ -118,10 +121,12 @@ def gpu(index: int, *, node: str, mem_pct: float, tenant: str | None = None) -> 
 
 
 class Feeder:
-    """Publishes one node's SampleBatchV1 every `period` seconds; `mem_pct` can change while it runs."""
+    """Publishes one node's SampleBatchV1 every `period` seconds; `mem_pct` and `xids` (the GPU's XID
+    counts by code) can change while it runs."""
 
     def __init__(self, iso: Isolation, *, node: str, mem_pct: float, tenant: str | None = None) -> None:
         self.iso, self.node, self.mem_pct, self.tenant = iso, node, mem_pct, tenant
+        self.xids: dict[int, int] = {}
         self.sent: list[tuple[datetime, float]] = []
         self._task: asyncio.Task[None] | None = None
 
@@ -134,7 +139,9 @@ class Feeder:
                 batch = SampleBatchV1(
                     node=self.node,
                     at=at,
-                    samples=[gpu(0, node=self.node, mem_pct=self.mem_pct, tenant=self.tenant)],
+                    samples=[
+                        gpu(0, node=self.node, mem_pct=self.mem_pct, tenant=self.tenant, xids=dict(self.xids))
+                    ],
                 )
                 env = envelop(batch, source="test")
                 topic = f"{self.iso.topic_prefix}{topics.TELEMETRY_SAMPLES}"

@@ -65,8 +65,10 @@ def test_a_restored_series_skips_replayed_samples_and_fires_once_from_its_old_ti
     feed(second, 0, 40)  # replayed from before the restart: already applied
     assert kinds(second) == []
     second.tick(now=at(2))
-    assert kinds(second) == [("MemHigh", TransitionKind.FIRING)]
-    feed(second, 2.5, 95)
+    assert kinds(second) == []  # its next sample is waited for (promote_grace)
+    second.tick(now=at(4))
+    assert kinds(second) == [("MemHigh", TransitionKind.FIRING)]  # none came: its last one stands
+    feed(second, 4.5, 95)
     assert kinds(second) == []
 
 
@@ -88,3 +90,50 @@ def test_a_lost_gpu_fires_gpu_lost_and_its_next_sample_resolves_it() -> None:
     assert kinds(e) == [("GpuLost", TransitionKind.FIRING)]
     feed(e, 2, 40)
     assert kinds(e) == [("GpuLost", TransitionKind.RESOLVED)]
+
+
+def feed_batch(e: Engine, second: float, pcts: dict[str, float]) -> None:
+    samples = [
+        Sample(labels={**LABELS, "gpu": gpu}, values={"fb_used_pct": pct, "xid_count": 0.0, "gpu_lost": 0.0})
+        for gpu, pct in pcts.items()
+    ]
+    e.observe(node="n1", at=at(second), samples=samples, now=at(second))
+    e.flush(now=at(second))
+
+
+def test_a_series_missing_from_its_nodes_next_batch_resolves_at_once() -> None:
+    e = engine()
+    for second in (0, 1, 2):
+        feed_batch(e, second, {"GPU-1": 95, "GPU-2": 95})
+    assert kinds(e).count(("MemHigh", TransitionKind.FIRING)) == 2
+    feed_batch(e, 3, {"GPU-2": 95})  # GPU-1 left the batch: a staleness marker, not 5 minutes of firing
+    changes = e.drain()
+    assert [(t.alert.labels["gpu"], t.kind) for t in changes.transitions] == [
+        ("GPU-1", TransitionKind.RESOLVED)
+    ]
+    assert changes.transitions[0].alert.ends_at == at(3)
+
+
+def test_a_series_that_left_its_batch_keeps_firing_through_its_hold() -> None:
+    e = engine()
+    held = RULE.model_copy(update={"keep_firing_for": timedelta(seconds=10)})
+    e.configure(rules=(held,), tree=TREE, silences=(), now=at(0))
+    for second in (0, 1, 2):
+        feed_batch(e, second, {"GPU-1": 95, "GPU-2": 40})
+    assert kinds(e) == [("MemHigh", TransitionKind.PENDING), ("MemHigh", TransitionKind.FIRING)]
+    feed_batch(e, 3, {"GPU-2": 40})
+    e.tick(now=at(12.9))
+    assert kinds(e) == []  # held since 3 for 10 s, and the grace
+    e.tick(now=at(15))
+    assert kinds(e) == [("MemHigh", TransitionKind.RESOLVED)]
+
+
+def test_a_gpu_lost_signal_is_no_batch_and_stales_no_other_gpu() -> None:
+    e = engine()
+    for second in (0, 1, 2):
+        feed_batch(e, second, {"GPU-1": 95, "GPU-2": 40})
+    e.drain()
+    lost = fault_signal(kind="lost", node="n1", gpu="GPU-2", xid=None, at=at(2.5), evidence={})
+    e.signal(lost, now=at(2.5))
+    e.flush(now=at(2.5))
+    assert kinds(e) == [("GpuLost", TransitionKind.FIRING)]  # MemHigh on GPU-1 still firing

@@ -38,14 +38,46 @@ def test_memory_rule_is_pending_one_second_before_for_and_firing_at_for(gpu_labe
     assert state.alerts["GpuMemoryHigh"].fired_at == at(300)
 
 
-def test_tick_promotes_a_pending_alert_exactly_when_for_elapses(gpu_labels: dict[str, str]) -> None:
+def test_a_tick_fires_a_silent_pending_alert_after_the_grace_dated_at_for(gpu_labels: dict[str, str]) -> None:
     state, _ = run(MEMORY, gpu_labels, [95.0] * 11)
+    assert state is not None
+    at_for = tick(state=state, rules=[MEMORY], now=at(300), config=CONFIG)
+    assert at_for.transitions == ()  # a sample at 300 may still be on its way
+    early = tick(state=state, rules=[MEMORY], now=at(300.099), config=CONFIG)
+    assert early.transitions == ()
+    due = tick(state=state, rules=[MEMORY], now=at(300.1), config=CONFIG)  # promote_grace: 100 ms
+    assert [t.kind for t in due.transitions] == [TransitionKind.FIRING]
+    assert due.transitions[0].alert.starts_at == at(300)
+
+
+def test_a_late_sample_below_the_threshold_at_for_cancels_instead_of_paging(
+    gpu_labels: dict[str, str],
+) -> None:
+    state, _ = run(MEMORY, gpu_labels, [95.0] * 300)
+    assert state is not None
+    early = tick(state=state, rules=[MEMORY], now=at(300.09), config=CONFIG)  # the sample at 300 is late
+    assert early.transitions == ()
+    assert early.state is not None
+    late = Sample(labels=gpu_labels, values={"fb_used_pct": 80.0})
+    step = evaluate(state=early.state, sample=late, rules=[MEMORY], now=at(300))
+    assert [t.kind for t in step.transitions] == [TransitionKind.CANCELLED]
+
+
+def test_a_deadline_just_after_the_last_sample_fires_at_once_with_no_grace(
+    gpu_labels: dict[str, str],
+) -> None:
+    # A breach at 0, then samples a second apart stamped 10 ms early (clock jitter): the last before
+    # `for` is at 299.99, the next ~300.99, so no sample can still cancel it at 300: it fires at the
+    # deadline, not a grace later.
+    state: SeriesState | None = None
+    for stamp in [0.0, *(i - 0.01 for i in range(1, 301))]:
+        sample = Sample(labels=gpu_labels, values={"fb_used_pct": 95.0})
+        state = evaluate(state=state, sample=sample, rules=[MEMORY], now=at(stamp)).state
     assert state is not None
     early = tick(state=state, rules=[MEMORY], now=at(299.999), config=CONFIG)
     assert early.transitions == ()
     due = tick(state=state, rules=[MEMORY], now=at(300), config=CONFIG)
-    assert [t.kind for t in due.transitions] == [TransitionKind.FIRING]
-    assert due.transitions[0].alert.starts_at == at(300)
+    assert [(t.kind, t.alert.starts_at) for t in due.transitions] == [(TransitionKind.FIRING, at(300))]
 
 
 def test_condition_breaking_before_for_cancels_the_pending_alert(gpu_labels: dict[str, str]) -> None:
@@ -97,10 +129,49 @@ def test_keep_firing_for_expires_on_tick_without_samples(gpu_labels: dict[str, s
     rule = MEMORY.model_copy(update={"for_duration": timedelta(0), "keep_firing_for": timedelta(seconds=10)})
     state, _ = run(rule, gpu_labels, [95.0, 50.0])
     assert state is not None
-    assert tick(state=state, rules=[rule], now=at(10.9), config=CONFIG).transitions == ()
-    assert [t.kind for t in tick(state=state, rules=[rule], now=at(11), config=CONFIG).transitions] == [
+    assert tick(state=state, rules=[rule], now=at(12.9), config=CONFIG).transitions == ()
+    assert [t.kind for t in tick(state=state, rules=[rule], now=at(13), config=CONFIG).transitions] == [
         TransitionKind.RESOLVED
     ]
+
+
+def test_a_tick_does_not_cut_the_hold_of_a_series_still_sending(gpu_labels: dict[str, str]) -> None:
+    rule = MEMORY.model_copy(update={"for_duration": timedelta(0), "keep_firing_for": timedelta(seconds=10)})
+    state, _ = run(rule, gpu_labels, [95.0] + [50.0] * 10)  # in its hold since 1, last sample at 10
+    assert state is not None
+    ticked = tick(state=state, rules=[rule], now=at(11.1), config=CONFIG)  # the sample at 11 is late
+    assert ticked.transitions == ()
+    assert ticked.state is not None
+    back = Sample(labels=gpu_labels, values={"fb_used_pct": 95.0})
+    step = evaluate(state=ticked.state, sample=back, rules=[rule], now=at(11))
+    assert step.transitions == ()  # the dip was covered: still firing, never resolved
+    assert step.state is not None
+    assert step.state.alerts["GpuMemoryHigh"].keep_firing_since is None
+
+
+def test_a_silent_firing_series_keeps_its_hold_past_staleness(gpu_labels: dict[str, str]) -> None:
+    rule = MEMORY.model_copy(update={"keep_firing_for": timedelta(seconds=60)})
+    state, seen = run(rule, gpu_labels, [95.0] * 301)
+    assert seen[-1] == (300, TransitionKind.FIRING)
+    assert state is not None
+    stale = tick(state=state, rules=[rule], now=at(600), config=CONFIG)  # silent for the lookback
+    assert stale.transitions == ()
+    assert stale.state is not None
+    assert stale.state.alerts["GpuMemoryHigh"].keep_firing_since == at(600)
+    held = tick(state=stale.state, rules=[rule], now=at(659.9), config=CONFIG)
+    assert held.transitions == ()
+    assert held.state is not None
+    ended = tick(state=held.state, rules=[rule], now=at(662), config=CONFIG)
+    assert [t.kind for t in ended.transitions] == [TransitionKind.RESOLVED]
+
+
+def test_a_resolved_alert_never_ends_before_it_started(gpu_labels: dict[str, str]) -> None:
+    rule = MEMORY.model_copy(update={"for_duration": timedelta(0)})
+    state, _ = run(rule, gpu_labels, [95.0], start=100)  # stamped by an agent whose clock runs ahead
+    assert state is not None
+    step = retire_rule(state=state, rule=rule, now=at(99.5))
+    (ended,) = step.transitions
+    assert ended.alert.ends_at == ended.alert.starts_at == at(100)
 
 
 def test_series_that_stops_reporting_resolves_after_the_staleness_window(gpu_labels: dict[str, str]) -> None:
@@ -188,7 +259,8 @@ def test_state_survives_a_json_round_trip_and_fires_on_time(gpu_labels: dict[str
     assert state is not None
     restored = SeriesState.model_validate_json(state.model_dump_json())
     assert restored == state
-    assert [t.kind for t in tick(state=restored, rules=[MEMORY], now=at(300), config=CONFIG).transitions] == [
+    assert tick(state=restored, rules=[MEMORY], now=at(300), config=CONFIG).transitions == ()
+    assert [t.kind for t in tick(state=restored, rules=[MEMORY], now=at(302), config=CONFIG).transitions] == [
         TransitionKind.FIRING
     ]
 

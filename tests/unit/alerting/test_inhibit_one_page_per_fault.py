@@ -145,3 +145,22 @@ def test_an_xid_fault_alert_inhibits_the_xid_counter_rule_of_its_gpu() -> None:
     fault = fault.model_copy(update={"labels": {**fault.labels, "xid": "48"}})
     assert is_inhibited(DEFAULT_INHIBIT_RULES, alert("GpuFatalXid", gpu="GPU-1").labels, firing=[fault])
     assert not is_inhibited(DEFAULT_INHIBIT_RULES, fault.labels, firing=[alert("GpuFatalXid", gpu="GPU-1")])
+
+
+def test_configured_inhibit_rules_replace_the_shipped_set() -> None:
+    # An operator who stores an empty set gets every alert of the fault paged, not just GpuLost.
+    pager = Pager()
+    pager.engine.configure(rules=DEFAULT_RULES, tree=TREE, silences=(), inhibit_rules=(), now=at(0))
+    _healthy_until(pager, 10)
+    pager.fault(10, kind="xid", xid=79)
+    pager.fault(10, kind="lost")
+    pager.readings(10, _lost("GPU-1", xids=1), _answering("GPU-2"))
+    for s in range(11, 70):
+        pager.readings(s, _lost("GPU-1", xids=1), _answering("GPU-2"))
+        pager.tick(s + 0.5)
+    paged = {name for name, status in pager.pages() if status == "firing"}
+    assert "GpuLost" in paged
+    assert len(paged) > 1, paged
+    # Configuring again without inhibit_rules keeps the set the engine has.
+    pager.engine.configure(rules=DEFAULT_RULES, tree=TREE, silences=(), now=at(70))
+    assert pager.engine._inhibit == ()

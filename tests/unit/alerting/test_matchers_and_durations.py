@@ -39,11 +39,11 @@ def test_invalid_regex_or_label_name_is_refused_when_saved() -> None:
         Matcher(name="9node", value="a")
 
 
-def test_rules_refuse_unknown_metrics_and_labels_outside_the_scope() -> None:
+def test_rules_refuse_unknown_metrics_but_match_on_any_label() -> None:
     with pytest.raises(ValidationError, match="unknown metric"):
         Rule(name="X", metric="cpu_pct")
-    with pytest.raises(ValidationError, match="scoped only by"):
-        Rule(name="X", metric="gpu_temp_c", matchers=(Matcher(name="zone", value="z"),))
+    zoned = Rule(name="X", metric="gpu_temp_c", matchers=(Matcher(name="zone", value="z"),))
+    assert zoned.scope() == (Matcher(name="zone", value="z"),)
     with pytest.raises(ValidationError, match="needs a window"):
         Rule(name="X", kind=RuleKind.INCREASE, metric="xid_count")
 

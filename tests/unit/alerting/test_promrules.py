@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
 import yaml
 
 from services.alerting.adapters.rulefile_yaml import parse_rule_file, to_yaml
+from services.alerting.domain.alerts import alert_labels
 from services.alerting.domain.matchers import Matcher, MatchOp
-from services.alerting.domain.promrules import export_rules, expr_for, validate_rule_file
-from services.alerting.domain.rules import DEFAULT_RULES, Rule
+from services.alerting.domain.promrules import export_rules, expr_for, same_condition, validate_rule_file
+from services.alerting.domain.routing import Route, RoutingTree, route_alert
+from services.alerting.domain.rules import DEFAULT_RULES, EvaluationMode, Rule
 
 
 def by_name(name: str) -> Rule:
@@ -36,7 +39,8 @@ def test_scoped_tenant_rule_with_keep_firing_for_round_trips() -> None:
 
 
 def test_exported_file_passes_the_prometheus_structure_checks() -> None:
-    document = yaml.safe_load(to_yaml(export_rules(DEFAULT_RULES, interval="15s")))
+    shipped = [r.model_copy(update={"interval": timedelta(seconds=15)}) for r in DEFAULT_RULES]
+    document = yaml.safe_load(to_yaml(export_rules(shipped)))
     assert validate_rule_file(document) == []
     entry = document["groups"][0]["rules"][0]
     assert set(entry) == {"alert", "expr", "for", "labels", "annotations"}
@@ -94,5 +98,110 @@ def test_top_level_must_hold_only_groups() -> None:
 def test_parsing_refuses_an_invalid_file_and_a_foreign_expression() -> None:
     with pytest.raises(ValueError, match="must be set"):
         parse_rule_file("groups: [{name: g, rules: [{alert: A, expr: ''}]}]")
-    with pytest.raises(ValueError, match="not one this service writes"):
+    with pytest.raises(ValueError, match="selects x: this service's series are gpucloud_"):
         parse_rule_file("groups: [{name: g, rules: [{alert: A, expr: 'rate(x[5m]) > 1'}]}]")
+    with pytest.raises(ValueError, match="subquer"):
+        parse_rule_file(
+            "groups: [{name: g, rules: [{alert: A, expr: 'max_over_time(gpucloud_power_w[5m:1m]) > 1'}]}]"
+        )
+    with pytest.raises(ValueError, match="not one stream mode evaluates"):
+        parse_rule_file(
+            "groups: [{name: g, rules: [{alert: A, expr: 'rate(gpucloud_xid_count[5m]) > 1'}]}]",
+            mode=EvaluationMode.STREAM,
+        )
+
+
+PROMETHEUS_FILE = """
+groups:
+  - name: gpu-health
+    interval: 15s
+    rules:
+      - alert: GpuRunningHot
+        expr: gpucloud_gpu_temp_c{pool=~"a|b"} > 80
+        for: 1m
+        labels:
+          severity: page
+          team: gpu-infra
+        annotations:
+          summary: "{{ $labels.gpu }} is at {{ $value | humanize }}C"
+          description: "in {{ $externalLabels.cluster }}"
+          runbook_url: https://runbooks.example/hot
+  - name: gpu-memory
+    rules:
+      - alert: GpuMemoryAlmostFull
+        expr: gpucloud_fb_used_pct > 95
+"""
+
+
+def test_prometheus_rule_file_keeps_every_label_annotation_group_and_interval() -> None:
+    hot, memory = parse_rule_file(PROMETHEUS_FILE)
+    assert (hot.severity, hot.labels, hot.group, hot.interval) == (
+        "page",
+        {"team": "gpu-infra"},
+        "gpu-health",
+        timedelta(seconds=15),
+    )
+    assert hot.all_annotations() == {
+        "summary": "{{ $labels.gpu }} is at {{ $value | humanize }}C",
+        "runbook_url": "https://runbooks.example/hot",
+        "description": "in {{ $externalLabels.cluster }}",
+    }
+    assert (memory.group, memory.interval, memory.severity) == ("gpu-memory", None, "warning")
+    exported = yaml.safe_load(to_yaml(export_rules([hot, memory])))
+    assert [(g["name"], g.get("interval")) for g in exported["groups"]] == [
+        ("gpu-health", "15s"),
+        ("gpu-memory", None),
+    ]
+    assert exported["groups"][0]["rules"][0]["labels"] == {"team": "gpu-infra", "severity": "page"}
+    assert parse_rule_file(to_yaml(exported)) == (hot, memory)
+
+
+def test_alerts_of_an_imported_rule_carry_its_labels_and_route_on_them() -> None:
+    (hot, _) = parse_rule_file(PROMETHEUS_FILE)
+    labels = alert_labels(hot, {"gpu": "GPU-1", "node": "n1", "severity": "ignored"})
+    assert labels == {
+        "gpu": "GPU-1",
+        "node": "n1",
+        "team": "gpu-infra",
+        "severity": "page",
+        "alertname": "GpuRunningHot",
+    }
+    infra = Route(receiver="infra", matchers=(Matcher(name="team", value="gpu-infra"),))
+    tree = RoutingTree(default=Route(receiver="default"), routes=(infra,))
+    assert route_alert(tree, labels) == (infra,)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (
+            "groups: [{name: g, rules: [{record: 'job:temp:max', expr: 'max(gpucloud_gpu_temp_c)'}]}]",
+            "recording rule 'job:temp:max' (record:) is not supported",
+        ),
+        (
+            "groups: [{name: g, rules: [{alert: Hot, expr: gpucloud_gpu_temp_c > 80,"
+            " annotations: {description: '{{ $labels.gpu | humanise }}'}}]}]",
+            "alert 'Hot': annotation 'description': template does not parse: "
+            'function "humanise" not defined',
+        ),
+        (
+            "groups: [{name: a, rules: [{alert: Hot, expr: gpucloud_gpu_temp_c > 80}]},"
+            " {name: b, rules: [{alert: Hot, expr: gpucloud_gpu_temp_c > 90}]}]",
+            "alert 'Hot' is defined more than once in the file",
+        ),
+        (
+            "groups: [{name: g, rules: [{alert: Hot, expr: gpucloud_gpu_temp_c > 80,"
+            " labels: {gpu: '{{ $labels.node }}'}}]}]",
+            "templates in labels are not supported",
+        ),
+    ],
+)
+def test_rule_files_we_cannot_honour_are_refused_by_rule_name(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        parse_rule_file(text)
+
+
+def test_same_condition_under_another_name_is_detected() -> None:
+    memory = by_name("GpuMemoryHigh")
+    assert same_condition(memory.model_copy(update={"name": "MemoryHigh", "severity": "page"}), memory)
+    assert not same_condition(memory.model_copy(update={"name": "MemoryHigh", "threshold": 95.0}), memory)

@@ -27,9 +27,10 @@ def engine() -> Engine:
 
 
 def feed(e: Engine, second: float, tenant: str, temp: float) -> None:
-    labels = {"gpu": f"GPU-{tenant}", "node": "n1", "tenant": tenant}
+    node = f"n-{tenant}"  # a batch is a node's whole set of GPUs: one tenant's GPU per node here
+    labels = {"gpu": f"GPU-{tenant}", "node": node, "tenant": tenant}
     e.observe(
-        node="n1", at=at(second), samples=[Sample(labels=labels, values={"gpu_temp_c": temp})], now=at(second)
+        node=node, at=at(second), samples=[Sample(labels=labels, values={"gpu_temp_c": temp})], now=at(second)
     )
 
 
@@ -45,7 +46,8 @@ def test_each_tenants_rule_of_one_name_judges_only_its_own_series_with_its_own_f
     feed(e, 2, "a", 85)
     feed(e, 2, "b", 70)
     assert changes(e) == [("a", TransitionKind.FIRING)]  # b's `for` is 10 s, not a's 2 s
-    e.advance(now=at(10))
+    feed(e, 10, "a", 85)
+    feed(e, 10, "b", 70)
     assert changes(e) == [("b", TransitionKind.FIRING)]
 
 

@@ -23,11 +23,33 @@ from services.alerting.domain.engine._plan import (
 )
 from services.alerting.domain.engine._state import EngineState
 from services.alerting.domain.grouping import AlertGroup
+from services.alerting.domain.inhibition import InhibitRule
 from services.alerting.domain.matchers import matches_all
 from services.alerting.domain.routing import RoutingTree
-from services.alerting.domain.rules import GPU_LOST_METRIC, Rule, RuleBook, RuleKind
-from services.alerting.domain.samples import Reading, identity, reading_labels, to_sample, value_fields
-from services.alerting.domain.series_evaluation import Sample, SeriesState, evaluate, retire_rule, tick
+from services.alerting.domain.rules import (
+    GPU_LOST_METRIC,
+    XID_LABEL,
+    EvaluationMode,
+    Rule,
+    RuleBook,
+    RuleKind,
+)
+from services.alerting.domain.samples import (
+    Reading,
+    identity,
+    reading_labels,
+    to_sample,
+    value_fields,
+    xid_readings,
+)
+from services.alerting.domain.series_evaluation import (
+    Sample,
+    SeriesState,
+    evaluate,
+    left_batch,
+    retire_rule,
+    tick,
+)
 from services.alerting.domain.signals import Signal, SignalKind
 from services.alerting.domain.silences import Silence
 
@@ -51,10 +73,12 @@ class Engine(EngineState):
             # Samples at or before the persisted instant were applied before the restart: skip them.
             self._watermarks[key] = state.last_seen
             self.series[key] = refreshed(state, now)
-            self._gpu_series[state.labels.get("gpu", "")] = key
+            if XID_LABEL not in state.labels:
+                self._gpu_series[state.labels.get("gpu", "")] = key
             self._timers.track(key, self.series[key], self._by_name)
         self.nodes = {k: n.model_copy(update={"last_seen": max(n.last_seen, now)}) for k, n in nodes.items()}
         self._node_seen.clear()
+        self._in_batch.clear()
         self.events = dict(events)
         self.groups = dict(groups)
         self._persisted_groups = dict(groups)
@@ -63,13 +87,29 @@ class Engine(EngineState):
         }
 
     def configure(
-        self, *, rules: Sequence[Rule], tree: RoutingTree, silences: Sequence[Silence], now: datetime
+        self,
+        *,
+        rules: Sequence[Rule],
+        tree: RoutingTree,
+        silences: Sequence[Silence],
+        now: datetime,
+        inhibit_rules: Sequence[InhibitRule] | None = None,
     ) -> None:
-        """Swap in new configuration; alerts of deleted or changed rules resolve."""
+        """Swap in new configuration; alerts of deleted or changed rules resolve.
+
+        `inhibit_rules` replaces the set that mutes notifications; None keeps the current one. Only
+        stream-mode rules are evaluated here (prometheus_mode.py evaluates the others).
+        """
+        rules = tuple(r for r in rules if r.mode is EvaluationMode.STREAM)
         kept = {r.key: r for r in rules}
         gone = [r for r in self.rules if kept.get(r.key) != r]
         self.rules, self.tree, self.silences = tuple(rules), tree, tuple(silences)
+        if inhibit_rules is not None:
+            self._inhibit = tuple(inhibit_rules)
         self._sample_rules = tuple(r for r in rules if r.kind is not RuleKind.ABSENT)
+        # Rules on the per-code XID series read only those; every other rule reads only the GPU's series.
+        self._xid_rules = tuple(r for r in self._sample_rules if r.per_xid)
+        self._gpu_rules = tuple(r for r in self._sample_rules if not r.per_xid)
         self._by_name = RuleBook(rules)
         self.metrics = frozenset(r.metric for r in rules)
         self._value_fields = value_fields(self.metrics)
@@ -83,7 +123,8 @@ class Engine(EngineState):
         self._applicable.clear()
         self._plans.clear()
         self._checks.clear()
-        self._scoped = tuple((r, r.scope()) for r in self._sample_rules)
+        self._scoped = tuple((r, r.scope()) for r in self._gpu_rules)
+        self._xid_scoped = tuple((r, r.scope()) for r in self._xid_rules)
         for key in self._timers.alerting:  # `for` durations may have changed
             self._timers.schedule(key, self.series[key], self._by_name)
         for rule in gone:
@@ -93,11 +134,17 @@ class Engine(EngineState):
                     self._apply_series(key, step.state, step.transitions, now)
             self._retire_node_rule(rule, now)
 
-    def observe(self, *, node: str, at: datetime, samples: Sequence[Sample], now: datetime) -> int:
-        """Evaluate one node's batch taken at `at`; returns how many samples were evaluated."""
-        done = 0
+    def observe(
+        self, *, node: str, at: datetime, samples: Sequence[Sample], now: datetime, whole: bool = True
+    ) -> int:
+        """Evaluate one node's batch taken at `at`; returns how many samples were evaluated.
+
+        A whole batch (the node's every GPU, as the agent sends them) also says which series left it.
+        """
+        done, present = 0, set[str]()
         for sample in samples:
             key = self._key(sample.labels)
+            present.add(key)
             mark = self._watermarks.get(key)
             if mark is not None:
                 if at <= mark:
@@ -108,11 +155,15 @@ class Engine(EngineState):
             if state is not None and self._quiet(key, state, sample):
                 self._seen[key] = at  # nothing can change but the time it was last seen
                 continue
-            step = evaluate(state=self._current(key), sample=sample, rules=self._sample_rules, now=at)
+            rules = self._xid_rules if XID_LABEL in sample.labels else self._gpu_rules
+            step = evaluate(state=self._current(key), sample=sample, rules=rules, now=at)
             self._apply_series(key, step.state, step.transitions, now)
-            self._gpu_series[sample.labels.get("gpu", "")] = key
+            if XID_LABEL not in sample.labels:
+                self._gpu_series[sample.labels.get("gpu", "")] = key
         if samples:
             self._observe_node(node, samples[0], at, now)
+        if whole:
+            self._left(node, present, at, now)
         return done
 
     def observe_readings(self, *, node: str, at: datetime, readings: Sequence[Reading], now: datetime) -> int:
@@ -122,7 +173,9 @@ class Engine(EngineState):
         flat) only records when its series was last seen; nothing is allocated for it.
         """
         plans, series, seen, marks = self._plans, self.series, self._seen, self._watermarks
-        done, first = 0, None
+        done, first, present = 0, None, set[str]()
+        if self._xid_rules:  # the per-code XID series after the GPUs' own
+            readings = [*readings, *xid_readings(readings)]
         for reading in readings:
             plan = plans.get(identity(node, reading))
             if plan is None:
@@ -130,6 +183,7 @@ class Engine(EngineState):
             if first is None:
                 first = plan
             key = plan.key
+            present.add(key)
             if marks:
                 mark = marks.get(key)
                 if mark is not None:
@@ -146,20 +200,37 @@ class Engine(EngineState):
                     seen[key] = at  # nothing can change but the time it was last seen
                 continue
             sample = to_sample(labels=plan.labels, reading=reading, fields=self._value_fields)
-            step = evaluate(state=self._current(key), sample=sample, rules=self._sample_rules, now=at)
+            per_xid = XID_LABEL in plan.labels
+            rules = self._xid_rules if per_xid else self._gpu_rules
+            step = evaluate(state=self._current(key), sample=sample, rules=rules, now=at)
             self._apply_series(key, step.state, step.transitions, now)
-            self._gpu_series[plan.labels.get("gpu", "")] = key
+            if not per_xid:
+                self._gpu_series[plan.labels.get("gpu", "")] = key
         if first is not None:
             known = self.nodes.get(node)
             if known is not None and not known.alerts and known.labels == first.node_labels:
                 self._node_seen[node] = at  # a live node with nothing firing: only its last-seen moves
             else:
                 self._observe_node(node, Sample.model_construct(labels=first.labels, values={}), at, now)
+        self._left(node, present, at, now)
         return done
+
+    def _left(self, node: str, present: set[str], at: datetime, now: datetime) -> None:
+        """Staleness markers: the alert-holding series of the node's last batch that this one lacks."""
+        before = self._in_batch.get(node)
+        self._in_batch[node] = present
+        if not before:
+            return
+        alerting = self._timers.alerting
+        for key in before - present:
+            if key in alerting and (state := self._current(key)) is not None:
+                step = left_batch(state=state, rules=self.rules, at=at)
+                self._apply_series(key, step.state, step.transitions, now)
 
     def _plan(self, node: str, reading: Reading) -> Plan:
         labels = reading_labels(node, reading)
-        applicable = [r for r, scope in self._scoped if matches_all(scope, labels)]
+        scoped = self._xid_scoped if XID_LABEL in labels else self._scoped
+        applicable = [r for r, scope in scoped if matches_all(scope, labels)]
         keys = tuple(r.key for r in applicable)
         checks = self._checks.get(keys)
         if checks is None:  # series with the same applicable rules share their checks
@@ -178,7 +249,8 @@ class Engine(EngineState):
     def _start(self, plan: Plan, reading: Reading, at: datetime) -> None:
         """A new series whose first sample holds nothing: what evaluate() would build, built directly."""
         self.series[plan.key] = started(plan, reading, at, self._windows)
-        self._gpu_series[plan.labels.get("gpu", "")] = plan.key
+        if XID_LABEL not in plan.labels:
+            self._gpu_series[plan.labels.get("gpu", "")] = plan.key
 
     def _quiet(self, key: str, state: SeriesState, sample: Sample) -> bool:
         """True when evaluate() could only move last_seen: no alert held, no rule holds, counters flat."""
@@ -186,10 +258,16 @@ class Engine(EngineState):
             return False
         applicable = self._applicable.get(key)
         if applicable is None:
+            rules = self._xid_rules if XID_LABEL in state.labels else self._gpu_rules
             applicable = self._applicable[key] = tuple(
-                r for r in self._sample_rules if matches_all(r.scope(), state.labels)
+                r for r in rules if matches_all(r.scope(), state.labels)
             )
         return quiet_sample(applicable, state, sample)
+
+    def apply(self, transitions: Sequence[Transition], *, now: datetime) -> None:
+        """Route and record transitions decided elsewhere (prometheus mode's evaluations)."""
+        if transitions:
+            self._emit(transitions, now)
 
     def signal(self, signal: Signal, *, now: datetime) -> None:
         """Apply an event-raised signal (already deduplicated by the consumer's inbox)."""
@@ -197,7 +275,8 @@ class Engine(EngineState):
             key = self._gpu_series.get(signal.labels.get("gpu", ""))
             labels = self.series[key].labels if key in self.series else signal.labels
             sample = Sample(labels=labels, values={GPU_LOST_METRIC: 1.0})
-            self.observe(node=labels.get("node", ""), at=signal.at, samples=[sample], now=now)
+            node = labels.get("node", "")
+            self.observe(node=node, at=signal.at, samples=[sample], now=now, whole=False)
             return
         self._raise_event(signal, now)
 

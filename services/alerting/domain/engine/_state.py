@@ -55,16 +55,20 @@ class EngineState:
         self._seen: dict[str, datetime] = {}
         self._applicable: dict[str, tuple[Rule, ...]] = {}
         self._sample_rules: tuple[Rule, ...] = ()
+        self._xid_rules: tuple[Rule, ...] = ()
+        self._gpu_rules: tuple[Rule, ...] = ()
         self._by_name = RuleBook()
         self._windows: dict[str, float] = {}
         self._value_fields: tuple[str, ...] = ()
         self._absent_for: timedelta | None = None
-        self._plans: dict[tuple[str, str, str, str | None, str | None], Plan] = {}
+        self._plans: dict[tuple[str, str, str, str | None, str | None, str | None], Plan] = {}
         self._scoped: tuple[tuple[Rule, tuple[Matcher, ...]], ...] = ()
+        self._xid_scoped: tuple[tuple[Rule, tuple[Matcher, ...]], ...] = ()
         self._checks: dict[tuple[RuleKey, ...], Checks] = {}
         self._node_seen: dict[str, datetime] = {}
+        self._in_batch: dict[str, set[str]] = {}  # node -> the series of its last batch (staleness markers)
         # Series holding an alert (what tick() must look at), and when pending alerts come due.
-        self._timers = PendingTimers()
+        self._timers = PendingTimers(grace=config.promote_grace)
         self.metrics: frozenset[str] = frozenset()
         self._changes = Changes()
 

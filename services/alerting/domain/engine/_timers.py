@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from services.alerting.domain.alert_lifecycle import Phase
+from services.alerting.domain.alert_lifecycle import Phase, promote_wait
 from services.alerting.domain.rules import RuleBook
 from services.alerting.domain.series_evaluation import SeriesState
 
@@ -16,7 +16,8 @@ __all__ = ["PendingTimers"]
 class PendingTimers:
     """The alert-holding series, in order (so ticks are deterministic), and a heap of `for` timers."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, grace: timedelta = timedelta(0)) -> None:
+        self._grace = grace  # a timer acts this long after `for` elapses (EvaluationConfig.promote_grace)
         self.alerting: dict[str, None] = {}  # a dict: ordered, so ticks are deterministic
         self._due: list[tuple[datetime, str]] = []
         self._due_at: dict[str, datetime] = {}
@@ -31,11 +32,14 @@ class PendingTimers:
             self._due_at.pop(key, None)
 
     def schedule(self, key: str, state: SeriesState, rules: RuleBook) -> None:
-        """Set the series' timer to when its first pending alert's `for` elapses (none if none)."""
+        """Set the series' timer to when its first pending alert's `for` elapses, plus the grace its next
+        sample is waited for (none if none)."""
         pending = [
-            alert.active_at + rule.for_duration
+            due + promote_wait(alert, due, self._grace)
             for name, alert in state.alerts.items()
-            if alert.phase is Phase.PENDING and (rule := rules.get(name, state.labels)) is not None
+            if alert.phase is Phase.PENDING
+            and (rule := rules.get(name, state.labels)) is not None
+            and (due := alert.active_at + rule.for_duration)
         ]
         when = min(pending) if pending else None
         if when is None:
