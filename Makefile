@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install infra podman migrate run demo test unit integration lint format bench clean
+.PHONY: help install infra podman kubectl promtools migrate run demo test unit integration lint format bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -26,6 +26,12 @@ infra: ## Start the local PostgreSQL and Redis if they are installed but stopped
 podman: ## Install Debian's podman and runc if missing (never fails: the podman tests then skip)
 	@scripts/ensure-podman.sh
 
+kubectl: ## Install Debian's kubectl if missing (never fails: the kustomize build tests then skip)
+	@scripts/ensure-kubectl.sh
+
+promtools: ## Install Debian's promtool and amtool if missing (never fails: the tests using them then skip)
+	@scripts/ensure-prometheus-tools.sh
+
 migrate: install infra ## Apply every service's migrations (each in its own schema)
 	$(BIN)/python -m libs.common.db.migrate
 
@@ -40,7 +46,7 @@ lint: install ## ruff (lint + format check) and mypy --strict
 	$(BIN)/ruff format --check libs services tests bench scripts
 	$(BIN)/mypy
 
-unit: install ## Unit tests only (no IO)
+unit: install kubectl ## Unit tests only (no IO)
 	$(BIN)/pytest -q -m "not integration" $(PYTEST_FLAGS)
 
 integration: install infra podman ## Integration tests against the real broker, PostgreSQL and Redis
@@ -48,7 +54,7 @@ integration: install infra podman ## Integration tests against the real broker, 
 
 # mypy (minutes on a clean clone, one core) runs beside pytest, whose integration tests mostly wait on
 # IO; both must pass. Its report is printed after the tests.
-test: install infra podman ## Lint, then every unit and integration test (mypy runs beside them)
+test: install infra podman kubectl promtools ## Lint, then every unit and integration test (mypy runs beside them)
 	$(BIN)/ruff check libs services tests bench scripts
 	$(BIN)/ruff format --check libs services tests bench scripts
 	@$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \

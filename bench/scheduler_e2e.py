@@ -70,7 +70,7 @@ SPEC = {
     "time_limit_s": 600,
 }
 SPEC_JSON = json.dumps(SPEC)
-DEPLOYED_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "k8s" / "config.yaml"
+DEPLOYED_CONFIG = Path(__file__).resolve().parents[1] / "deploy" / "k8s" / "control-plane" / "config.yaml"
 
 
 def deployed_partitions() -> int:
@@ -303,7 +303,13 @@ def report(sent: dict[str, float], arrived: dict[str, float]) -> None:
     # Achieved: submissions answered per second of the submission phase (offered: RATE_PER_S); a
     # starved event loop starts them late, so this shows when the offered load was not really applied.
     emit(BENCH, "offered_rate_per_s", RATE_PER_S, "1/s")
-    emit(BENCH, "topic_partitions", PARTITIONS, "count", source="KAFKA_PARTITIONS of deploy/k8s/config.yaml")
+    emit(
+        BENCH,
+        "topic_partitions",
+        PARTITIONS,
+        "count",
+        source="KAFKA_PARTITIONS of deploy/k8s/control-plane/config.yaml",
+    )
     if PHASE.get("answered_s"):
         emit(BENCH, "achieved_submit_rate_per_s", len(sent) / PHASE["answered_s"], "1/s")
         emit(BENCH, "offer_phase_s", PHASE["offered_s"], "s", planned=SECONDS)

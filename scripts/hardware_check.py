@@ -6,7 +6,10 @@ first GPU by UUID, running a workload that prints its ``CUDA_VISIBLE_DEVICES`` a
 loads the GPU for ``--seconds`` (a bf16 matmul loop with torch or cupy where the workload's Python has one,
 else an ``nvidia-smi --query-gpu`` loop). While it runs, the project's NVML reader samples every second;
 each reading is printed and compared with the simulator's ranges for that model, and readings outside
-them are flagged. Everything printed also goes to ``docs/hardware/<date>-<gpu model>.txt``.
+them are flagged. Then the device adapter (services/telemetry/adapters/devices/nvidia_smi.py) lists the
+GPU's MIG profiles; where MIG mode is already on and the GPU has no instances, it creates one instance of
+the smallest profile and destroys it again (MIG mode itself is never toggled: that may need a reboot).
+Everything printed also goes to ``docs/hardware/<date>-<gpu model>.txt``.
 
 Exit status: 0 when the workload ran on its GPU and succeeded, 1 when it did not, 2 without an NVIDIA GPU.
 """
@@ -29,11 +32,23 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the project is imported only once a GPU is known to be here (a fast exit 2 without)
     from services.telemetry.adapters.runner.process import ProcessRunner
+    from services.telemetry.domain.devices import DeviceResult
     from services.telemetry.domain.gpu_models import GpuModelSpec
     from services.telemetry.domain.metrics import GpuSample
     from services.telemetry.domain.probe import GpuProbe
+    from services.telemetry.service.agent.ports import DeviceActions
 
-__all__ = ["NO_GPU", "Log", "Ranges", "check", "main", "no_gpu_reason", "out_of_range", "sim_ranges"]
+__all__ = [
+    "NO_GPU",
+    "Log",
+    "Ranges",
+    "check",
+    "main",
+    "mig_check",
+    "no_gpu_reason",
+    "out_of_range",
+    "sim_ranges",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_GPU = 2
@@ -284,6 +299,45 @@ def _sample_line(s: GpuSample) -> str:
     )
 
 
+async def mig_check(
+    *, gpu_uuid: str, mig_mode: str, say: Callable[[str], None], actions: DeviceActions
+) -> bool:
+    """The MIG profiles the GPU offers; with MIG mode on and no instance on the GPU, one instance of the
+    smallest profile created and destroyed. False when a step that ran failed."""
+    say(f"----- MIG on {gpu_uuid} (mode: {mig_mode or 'unknown'}) -----")
+    listing = await actions.mig_profiles(gpu_uuid=gpu_uuid)
+    _say_result(say, listing.result)
+    if not listing.result.ok:
+        say("no MIG profiles listed" + ("" if mig_mode.lower() == "enabled" else " (MIG mode is not on)"))
+        return mig_mode.lower() != "enabled"
+    for p in listing.profiles:
+        say(f"profile {p.name}: id {p.profile_id}, {p.free}/{p.total} free, {p.memory_gib:g} GiB")
+    if mig_mode.lower() != "enabled":
+        say("MIG mode is not on: no instance created (the check never toggles it)")
+        return True
+    now = await actions.mig_instances(gpu_uuid=gpu_uuid)
+    if not now.result.ok or now.instances:
+        say(f"the GPU has {len(now.instances)} instance(s) or could not list them: left as they are")
+        return now.result.ok
+    smallest = min(listing.profiles, key=lambda p: (p.memory_gib, p.name))
+    say(f"creating one {smallest.name} instance, then destroying it")
+    created = await actions.apply_mig(gpu_uuid=gpu_uuid, profiles=[smallest.name])
+    _say_result(say, created)
+    after = await actions.mig_instances(gpu_uuid=gpu_uuid)
+    say(f"instances now: {[(i.profile, i.gpu_instance_id, i.slot) for i in after.instances]}")
+    destroyed = await actions.apply_mig(gpu_uuid=gpu_uuid, profiles=[])
+    _say_result(say, destroyed)
+    return created.ok and destroyed.ok
+
+
+def _say_result(say: Callable[[str], None], result: DeviceResult) -> None:
+    for argv in result.commands:
+        say("$ " + " ".join(argv))
+    for line in result.output.rstrip().splitlines():
+        say(line)
+    say(f"-> {result.outcome}{': ' + result.reason if result.reason else ''}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; the process's exit status."""
     parser = argparse.ArgumentParser(
@@ -310,11 +364,25 @@ def main(argv: list[str] | None = None) -> int:
     except NvmlUnavailable as exc:
         print(f"hardware-check: NVML is not usable here ({exc}); nothing checked", file=sys.stderr)
         return NO_GPU
+    if not _mig_step(say):
+        status = status or 1
     args.out_dir.mkdir(parents=True, exist_ok=True)
     report = args.out_dir / f"{datetime.now(UTC):%Y-%m-%d}-{_slug(model)}.txt"
     report.write_text("\n".join(say.lines) + "\n", encoding="utf-8")
     print(f"written: {report}")
     return status
+
+
+def _mig_step(say: Log) -> bool:
+    """mig_check on GPU 0 through the nvidia-smi adapter."""
+    from services.telemetry.adapters.devices import NvidiaSmiActions
+
+    gpu, _, mode = _smi("--query-gpu=uuid,mig.mode.current", "--format=csv,noheader", "-i", "0").partition(
+        ","
+    )
+    smi = shutil.which("nvidia-smi") or "nvidia-smi"
+    actions = NvidiaSmiActions(nvidia_smi=(smi,), timeout_s=120)
+    return asyncio.run(mig_check(gpu_uuid=gpu.strip(), mig_mode=mode.strip(), say=say, actions=actions))
 
 
 if __name__ == "__main__":

@@ -41,11 +41,21 @@ class TelemetrySettings(BaseServiceSettings):
         description="Directory for the agent's checkpoint of its placements and consumer positions, so "
         "a restart resumes there instead of replaying the whole scheduler topic (unset: full replay).",
     )
-    agent_runner: Literal["auto", "simulated", "process", "podman"] = Field(
+    agent_runner: Literal["auto", "simulated", "process", "podman", "kubernetes"] = Field(
         default="auto",
         description="What runs placed workloads: the simulator (needs a simulated fleet), host processes "
         "under a supervisor each, podman containers, or auto (simulated with a simulated fleet, else podman "
-        "where a CDI spec names the GPUs and podman runs a container, else process).",
+        "where a CDI spec names the GPUs and podman runs a container, else process); kubernetes: one Pod per "
+        "placement on this node (never chosen by auto).",
+    )
+    agent_kube_namespace: str = Field(
+        default="gpucloud-workloads",
+        min_length=1,
+        description="Kubernetes runner: the namespace of the workloads' Pods.",
+    )
+    agent_kube_config: Path | None = Field(
+        default=None,
+        description="Kubernetes runner: a kubeconfig file (unset: the Pod's in-cluster service account).",
     )
     agent_podman: str = Field(
         default="podman",
@@ -96,6 +106,23 @@ class TelemetrySettings(BaseServiceSettings):
         le=3600,
         description="Process runner: how long a migrated workload's target waits for the checkpoint of the "
         "placement it left before it starts from the start (and says so).",
+    )
+    agent_nvidia_smi: str = Field(
+        default="nvidia-smi",
+        description="Real GPUs: the nvidia-smi command device actions run (GPU reset, MIG layouts), "
+        "split like a shell line.",
+    )
+    agent_reboot_command: str = Field(
+        default="",
+        description="Real GPUs: the command a node reboot runs, split like a shell line (e.g. "
+        "'sudo systemctl reboot'); empty: node reboots are refused as not configured.",
+    )
+    agent_device_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="Real GPUs: how long one device command may run before it is killed and the action "
+        "reported failed.",
     )
     # The aggregator
     rollup_interval_s: float = Field(default=60.0, ge=1, le=3600, description="Rollup window length.")

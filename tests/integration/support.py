@@ -8,7 +8,7 @@ import secrets
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,11 +153,13 @@ async def running(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
 
 
 class TopicReader:
-    """Reads a topic from the beginning (own consumer group) to assert on what was published."""
+    """Reads a topic (and those in ``also``) from the beginning (own consumer group) to assert on what was
+    published. Each reader's start waits for its group to form (seconds): read several topics with one."""
 
-    def __init__(self, *, bootstrap: str, topic: str) -> None:
+    def __init__(self, *, bootstrap: str, topic: str, also: Sequence[str] = ()) -> None:
         self._consumer = AIOKafkaConsumer(
             topic,
+            *also,
             bootstrap_servers=bootstrap,
             group_id=f"reader-{secrets.token_hex(4)}",
             auto_offset_reset="earliest",

@@ -172,7 +172,7 @@ async def test_two_replicas_migrating_at_once_apply_each_migration_once(isolatio
 
 
 @pytest.mark.parametrize("kind", ["fake", "postgres"])
-async def test_unit_of_work_contract_commit_keeps_events_and_rollback_drops_them(
+async def test_unit_of_work_contract_commit_keeps_events_and_after_commit_actions_rollback_drops_them(
     isolation: Isolation, kind: str
 ) -> None:
     schema = isolation.schema("uow")
@@ -191,9 +191,11 @@ async def test_unit_of_work_contract_commit_keeps_events_and_rollback_drops_them
         rows = await pool.fetch("SELECT key FROM outbox ORDER BY seq")
         return [r["key"] for r in rows]
 
+    done: list[str] = []
     try:
         async with new() as uow:
             await uow.emit(TenantCreatedV1(tenant_id="rolled-back", name="x"))
+            uow.after_commit(lambda: done.append("rolled-back"))
         with pytest.raises(RuntimeError, match="boom"):
             await _emit_then_fail(new())
         async with new() as uow:
@@ -202,7 +204,10 @@ async def test_unit_of_work_contract_commit_keeps_events_and_rollback_drops_them
             ids = await uow.emit_many(many)
             assert len(set(ids)) == 3
             assert await uow.emit_many([]) == []
+            uow.after_commit(lambda: done.append("kept"))
+            assert done == []  # not before the commit
             await uow.commit()
+        assert done == ["kept"]  # once committed, and never for the rolled-back block
         async with new() as uow:
             await uow.emit_many([TenantCreatedV1(tenant_id="many-rolled-back", name="x")])
         assert await committed() == ["kept", "kept-0", "kept-1", "kept-2"]

@@ -81,13 +81,26 @@ async def test_sigterm_with_the_broker_gone_stops_within_the_grace_and_keeps_uns
     assert unsent >= 6
 
 
+async def _pool_open(iso: Isolation) -> bool:
+    """Whether the scheduler's pool (opened just before start-up waits for the broker) is connected."""
+    conn = await asyncpg.connect(iso.infra.database_url)
+    try:
+        name = f"gpucloud-{iso.schema('scheduler')}"
+        return bool(
+            await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", name)
+        )
+    finally:
+        await conn.close()
+
+
 async def test_sigterm_while_start_up_waits_for_an_absent_broker_stops_the_service_at_once(
     isolation: Isolation, tmp_path: Path
 ) -> None:
     log = tmp_path / "scheduler.log"
     service = _start(isolation, f"127.0.0.1:{free_port()}", free_port(), log)  # nobody listens there
     try:
-        await asyncio.sleep(3.0)  # well into start-up's wait for the broker
+        await eventually(lambda: _pool_open(isolation), timeout=30, what="start-up past Postgres")
+        await asyncio.sleep(0.5)  # its pool open, start-up now waits for the broker: a few tries in
         assert service.poll() is None, log.read_text()
         took = await _sigterm(service, wait_s=40)
     finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self, TypeAlias
@@ -69,6 +69,11 @@ class UnitOfWork(Protocol):
         """Commit; without it the transaction rolls back on exit."""
         ...
 
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once this transaction has committed, never if it rolls back: for what may only
+        count what is durable (a metric of charges posted)."""
+        ...
+
     async def __aenter__(self) -> Self: ...
 
     async def __aexit__(
@@ -102,6 +107,7 @@ class PostgresUnitOfWork:
         self._conn: asyncpg.Connection[Any] | None = None
         self._tx: Any = None
         self._outbox: list[OutboxRow] = []
+        self._after_commit: list[Callable[[], None]] = []
 
     @property
     def conn(self) -> asyncpg.Connection[Any]:
@@ -118,6 +124,7 @@ class PostgresUnitOfWork:
     async def __aexit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._after_commit = []  # not committed by now: rolled back
         try:
             if self._tx is not None:
                 await self._tx.rollback()
@@ -146,3 +153,9 @@ class PostgresUnitOfWork:
             self._outbox = []
         await self._tx.commit()
         self._tx = None
+        actions, self._after_commit = self._after_commit, []
+        for action in actions:
+            action()
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        self._after_commit.append(action)

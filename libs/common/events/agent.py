@@ -82,6 +82,13 @@ class WorkloadStartedV1(_AgentWorkloadEvent):
         "time-sliced share without MPS), restarted from the start (a migration), the limits enforced or why "
         "not. Empty from an agent before this field.",
     )
+    gpu_uuids: list[str] | None = Field(
+        default=None,
+        description="The devices the host actually gave the workload, read back after the start (the "
+        "Kubernetes runner: the kubelet's device plugin chooses them), one per allocation, whole-GPU or MIG "
+        "UUIDs; the scheduler moves the placement onto them when they differ from what it placed. None: "
+        "exactly as placed (every other runner, and an agent before this field).",
+    )
 
 
 class WorkloadExitedV1(_AgentWorkloadEvent):
@@ -143,6 +150,11 @@ class SimFaultRequestedV1(Event):
         description="When fault is memory_leak: growth in % of the card's memory per simulated minute "
         "(None: the simulator's default creep, 90% to 100% in 8 minutes).",
     )
+    survives_reset: bool = Field(
+        default=False,
+        description="The fault outlasts a GPU reset or node reboot (the GPU stays faulty after the action); "
+        "False: the action clears it.",
+    )
 
     def subject(self) -> str:
         return self.gpu_uuid
@@ -175,6 +187,43 @@ class HostActionRequestedV1(Event):
         return self.node
 
 
+DeviceAction = Literal["reset_gpu", "reboot_node", "apply_mig"]
+
+
+class HostActionDoneV1(Event):
+    """The node agent carried out (or refused) a device action on its host: a GPU reset or node reboot
+    recovery asked for, or a MIG layout inventory changed. Recovery escalates the incident of an action
+    that failed or was refused."""
+
+    type: Literal["agent.host.action_done.v1"] = "agent.host.action_done.v1"
+    command_id: str = Field(
+        description="The request's command_id (HostActionRequestedV1), or the partitions change's event id."
+    )
+    incident_id: str | None = Field(default=None, description="The incident it recovers from, if any.")
+    node: str = Field(description="Hostname of the agent that carried it out.")
+    gpu_uuid: str | None = Field(default=None, description="The GPU acted on; None for a node action.")
+    action: DeviceAction = Field(description="What was done.")
+    outcome: Literal["succeeded", "failed", "refused"] = Field(
+        description="succeeded: every command exited 0; failed: one did not (or could not start); refused: "
+        "nothing ran (the GPU busy, the layout invalid, the action not available on this host)."
+    )
+    reason: str = Field(default="", description="Why it failed or was refused, for people.")
+    commands: list[list[str]] = Field(
+        default_factory=list, description="Every command run, in order, as argv (empty when refused)."
+    )
+    exit_code: int | None = Field(
+        default=None,
+        description="Exit status of the last command run; None when none ran or it never started.",
+    )
+    output: str = Field(
+        default="", description="What the commands printed (stdout then stderr), cut to 4 KiB."
+    )
+    at: datetime | None = Field(default=None, description="When it finished on the host.")
+
+    def subject(self) -> str:
+        return self.node
+
+
 EVENTS: tuple[type[Event], ...] = (
     NodeDiscoveredV1,
     WorkloadStartedV1,
@@ -183,4 +232,5 @@ EVENTS: tuple[type[Event], ...] = (
     SimFaultRequestedV1,
     WorkloadProfileSetV1,
     HostActionRequestedV1,
+    HostActionDoneV1,
 )

@@ -26,6 +26,11 @@ class PartitionInfo(BaseModel):
     slot: int | None = Field(default=None, description="MIG start slot; None for shares.")
     units: Decimal = Field(description="Compute units this slice is worth.")
     memory_bytes: int = Field(description="Memory available to this slice.")
+    device_uuid: str | None = Field(
+        default=None,
+        description="The MIG device's UUID (MIG-...) as the node agent discovered it; None for shares and "
+        "until discovery reports the instance.",
+    )
 
 
 class NodeRegisteredV1(Event):

@@ -183,6 +183,22 @@ class WorkloadMigratingV1(_WorkloadEvent):
     incident_id: str | None = Field(default=None, description="Recovery incident, if any.")
 
 
+class WorkloadReallocatedV1(_WorkloadEvent):
+    """A running placement holds other devices of its node than it was placed on: the host gave it these
+    (the Kubernetes device plugin chooses a Pod's GPUs), and every record of which GPU it holds follows.
+
+    The placement id, its node, its units and its charges stay; only the devices change. A swap with
+    another placement of the node, whose devices the host gave this one, comes as that placement's own
+    event."""
+
+    type: Literal["scheduler.workload.reallocated.v1"] = "scheduler.workload.reallocated.v1"
+    placement_id: str = Field(description="The placement whose devices changed.")
+    node: str = Field(description="Its node (unchanged).")
+    allocations: list[AllocationItem] = Field(description="Everything it holds now.")
+    previous: list[AllocationItem] = Field(description="What it held before.")
+    reason: str = Field(default="", description="Why, for people.")
+
+
 EVENTS: tuple[type[Event], ...] = (
     WorkloadSubmittedV1,
     WorkloadQueuedV1,
@@ -191,4 +207,5 @@ EVENTS: tuple[type[Event], ...] = (
     WorkloadEndedV1,
     WorkloadPreemptionScheduledV1,
     WorkloadMigratingV1,
+    WorkloadReallocatedV1,
 )

@@ -43,7 +43,7 @@ ALL_TOPICS: tuple[str, ...] = (
 #: Who writes and who reads each topic, and what its messages are keyed by (for the catalogue).
 TOPIC_ROLES: dict[str, tuple[str, str, str]] = {
     PLATFORM: ("scheduler (tenant admin API)", "every service (local auth tables)", "tenant id"),
-    INVENTORY: ("inventory", "scheduler", "GPU uuid or node"),
+    INVENTORY: ("inventory", "scheduler, telemetry node agent (MIG layouts)", "GPU uuid or node"),
     SCHEDULER: ("scheduler", "inventory, telemetry agent, billing, recovery", "workload id"),
     NODE_AGENT: (
         "telemetry node agent (its reports); telemetry and recovery (commands to it)",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self
@@ -27,6 +27,7 @@ class FakeUnitOfWork:
         self._open = False
         self._tracked = tuple(tracked)
         self._snapshots: list[dict[str, Any]] = []
+        self._after_commit: list[Callable[[], None]] = []
 
     @property
     def conn(self) -> Any:
@@ -48,6 +49,7 @@ class FakeUnitOfWork:
             vars(store).update(before)
         self._snapshots = []
         self._pending = []
+        self._after_commit = []  # not committed by now: rolled back
         self._open = False
 
     async def emit(self, payload: Event, *, tenant: str | None = None, time: datetime | None = None) -> str:
@@ -66,6 +68,13 @@ class FakeUnitOfWork:
         self.committed.extend(self._pending)
         self._pending = []
         self._snapshots = []  # committed: nothing left to undo
+        actions, self._after_commit = self._after_commit, []
+        for action in actions:
+            action()
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once the block has committed, as the real one does; never if it rolls back."""
+        self._after_commit.append(action)
 
     @property
     def events(self) -> list[Event]:

@@ -83,7 +83,8 @@ def _phase(incident: dict[str, Any]) -> str:
 
 
 def detail_view(i: dict[str, Any]) -> RenderableType:
-    """One incident: what, where, the diagnosis, every state change and every migration."""
+    """One incident: what, where, the diagnosis, every state change, every migration and every device
+    action its hosts reported (resets, reboots: admins see them)."""
     diagnosis = i.get("diagnosis") or {}
     summary = fields(
         [
@@ -113,12 +114,26 @@ def detail_view(i: dict[str, Any]) -> RenderableType:
         [Column("WORKLOAD", lambda m: m["workload_id"]), Column("PHASE", lambda m: m["phase"]),
          Column("PERCENT", lambda m: m["percent"], right=True)],
     )  # fmt: skip
-    return Group(summary, Text(""), history, Text(""), moves)
+    parts: list[RenderableType] = [summary, Text(""), history, Text(""), moves]
+    if actions := i.get("actions") or []:
+        parts += [Text(""), table(actions, [
+            Column("AT", lambda a: when(a["at"])), Column("ACTION", lambda a: a["action"]),
+            Column("OUTCOME", lambda a: a["outcome"]),
+            Column("EXIT", lambda a: "-" if a.get("exit_code") is None else a["exit_code"], right=True),
+            Column("WHAT THE HOST SAID", _host_said, wrap=True),
+        ])]  # fmt: skip
+    return Group(*parts)
+
+
+def _host_said(action: dict[str, Any]) -> str:
+    """The agent's reason, then the first line of what the commands printed."""
+    first = next((line.strip() for line in str(action.get("output") or "").splitlines() if line.strip()), "")
+    return "; ".join(part for part in (action.get("reason") or "", first) if part) or "-"
 
 
 @app.command("describe")
 def describe(ctx: typer.Context, incident_id: IncidentId, output: Output = Format.TABLE) -> None:
-    """One incident in full: diagnosis, state history, migrations."""
+    """One incident in full: diagnosis, state history, migrations, the hosts' resets and reboots."""
     emit(session_of(ctx).client().get("recovery", f"/v1/incidents/{incident_id}"), output, view=detail_view)
 
 

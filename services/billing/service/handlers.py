@@ -4,8 +4,12 @@ idle reclaim."""
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Literal, TypeAlias
 
 from libs.common.bus.handlers import HandlerContext, Handlers
@@ -13,9 +17,11 @@ from libs.common.events.agent import MigrationStepV1, WorkloadExitedV1, Workload
 from libs.common.events.billing import IdleReclaimV1
 from libs.common.events.recovery import IncidentClosedV1, IncidentOpenedV1
 from libs.common.events.scheduler import (
+    AllocationItem,
     WorkloadEndedV1,
     WorkloadMigratingV1,
     WorkloadPlacedV1,
+    WorkloadReallocatedV1,
     WorkloadRunningV1,
 )
 from libs.common.events.telemetry import NodeRollupV1
@@ -34,6 +40,8 @@ from services.billing.service.unit_of_work import BillingUnitOfWork
 __all__ = ["BillingDeps", "Context", "handlers"]
 
 _MINUTE = timedelta(minutes=1)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +128,21 @@ async def on_workload_migrating(event: WorkloadMigratingV1, ctx: Context) -> Non
     )
     await ctx.uow.sla.record_move(move)
     await _settle(ctx, [move])
+
+
+async def on_workload_reallocated(event: WorkloadReallocatedV1, ctx: Context) -> None:
+    """The placement's charge goes on unchanged: billing prices what a placement holds by model, MIG
+    profile and units, never by which GPU, and a reallocation keeps all three (the scheduler refuses
+    one that would not). Should one arrive that changes them, the placement stays priced as placed."""
+    if _priced(event.allocations) != _priced(event.previous):
+        log.warning(
+            "placement %s was reallocated onto devices priced otherwise; it stays priced as placed",
+            event.placement_id,
+        )
+
+
+def _priced(items: Sequence[AllocationItem]) -> Counter[tuple[str, str | None, Decimal]]:
+    return Counter((a.model, a.profile, a.units) for a in items)
 
 
 async def on_incident_opened(event: IncidentOpenedV1, ctx: Context) -> None:
@@ -264,6 +287,7 @@ def handlers(deps: BillingDeps) -> Handlers[BillingDeps, PostgresBillingUnitOfWo
         .on(WorkloadRunningV1, on_workload_running)
         .on(WorkloadEndedV1, on_workload_ended)
         .on(WorkloadMigratingV1, on_workload_migrating)
+        .on(WorkloadReallocatedV1, on_workload_reallocated)
         .on(IncidentOpenedV1, on_incident_opened)
         .on(IncidentClosedV1, on_incident_closed)
         .on(WorkloadStartedV1, on_host_started)

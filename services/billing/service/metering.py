@@ -22,6 +22,7 @@ from services.billing.domain.entry_records import EntryRecord, record_for_revers
 from services.billing.domain.placements import Placement, allocations_for
 from services.billing.domain.prices import PriceList
 from services.billing.domain.rating import EndReason, close, floor_to_grid, rate
+from services.billing.service.metrics import count_posted
 from services.billing.service.unit_of_work import BillingUnitOfWork
 
 __all__ = ["MeteringConfig", "accrue", "close_placement", "open_placement", "post", "start_placement"]
@@ -132,8 +133,11 @@ async def accrue(uow: BillingUnitOfWork, *, now: datetime, config: MeteringConfi
 
 
 async def post(uow: BillingUnitOfWork, records: Sequence[EntryRecord]) -> list[EntryRecord]:
-    """Post entries (new ones only) and evaluate the budgets of the projects they touch."""
+    """Post entries (new ones only) and evaluate the budgets of the projects they touch; the new ones
+    are counted in the metrics once the transaction commits (a repeat was never new: it counts nothing)."""
     fresh = await uow.ledger.post(records)
+    if fresh:
+        uow.after_commit(lambda: count_posted(fresh))
     groups: dict[tuple[str, str], list[EntryRecord]] = {}
     for record in fresh:
         groups.setdefault((record.entry.tenant_id, record.entry.project), []).append(record)

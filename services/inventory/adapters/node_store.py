@@ -54,8 +54,8 @@ UPSERT_GPU = (
 )
 DELETE_PARTITIONS = "DELETE FROM partitions WHERE gpu_uuid = ANY($1::text[])"
 INSERT_PARTITION = (
-    "INSERT INTO partitions (id, gpu_uuid, kind, profile, start, ratio, share, units, memory_mib) "
-    "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+    "INSERT INTO partitions (id, gpu_uuid, kind, profile, start, ratio, share, units, memory_mib, "
+    "device_uuid) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 )
 INSERT_HEALTH = (
     "INSERT INTO health_history (gpu_uuid, action, from_state, to_state, reason, source, at) "
@@ -82,6 +82,13 @@ INSERT_ALLOCATION = (
 RELEASE_PLACEMENT = (
     "UPDATE allocations SET released = true, released_at = $2 "
     "WHERE placement_id = $1 AND NOT released RETURNING gpu_uuid"
+)
+#: A live allocation moved onto another GPU or instance (the host gave the placement other devices), kept
+#: as held since it began; nothing when it is gone or the new id is recorded already.
+MOVE_ALLOCATION = (
+    "UPDATE allocations SET allocation_id = $2, gpu_uuid = $3, partition_id = $4, units = $5, "
+    "memory_mib = $6 WHERE allocation_id = $1 AND NOT released "
+    "AND NOT EXISTS (SELECT 1 FROM allocations WHERE allocation_id = $2) RETURNING 1"
 )
 REMEMBER_RELEASED = (
     "INSERT INTO released_placements (placement_id, released_at) VALUES ($1, $2) ON CONFLICT DO NOTHING"
@@ -112,6 +119,7 @@ def _partition(row: asyncpg.Record) -> Partition:
         share=row["share"],
         units=row["units"],
         memory_mib=row["memory_mib"],
+        device_uuid=row["device_uuid"],
     )
 
 
@@ -166,7 +174,18 @@ def _gpu_args(gpu: Gpu, at: datetime) -> tuple[Any, ...]:
 
 
 def _partition_args(p: Partition) -> tuple[Any, ...]:
-    return (p.id, p.gpu_uuid, p.kind.value, p.profile, p.start, p.ratio, p.share, p.units, p.memory_mib)
+    return (
+        p.id,
+        p.gpu_uuid,
+        p.kind.value,
+        p.profile,
+        p.start,
+        p.ratio,
+        p.share,
+        p.units,
+        p.memory_mib,
+        p.device_uuid,
+    )
 
 
 class Store:
@@ -257,6 +276,15 @@ class Store:
             at,
         )
         return bool(inserted)
+
+    async def move_allocation(self, *, old_id: str, row: AllocationRow) -> bool:
+        """Move a live allocation onto the row's GPU or instance, keeping when it began; False when it is
+        not live or the row's id is recorded already."""
+        memory_mib = await self._conn.fetchval(SELECT_MEMORY_OF, row.gpu_uuid, row.partition_id or "") or 0
+        moved = await self._conn.fetchval(
+            MOVE_ALLOCATION, old_id, row.allocation_id, row.gpu_uuid, row.partition_id, row.units, memory_mib
+        )
+        return bool(moved)
 
     async def release_placement(self, *, placement_id: str, at: datetime) -> list[str]:
         """Release every allocation of the placement; returns the GPUs freed (empty on a replay)."""

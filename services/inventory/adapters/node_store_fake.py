@@ -28,6 +28,21 @@ class FakeNodeStore:
         self.allocations[row.allocation_id] = (row, at)
         return True
 
+    async def move_allocation(self, *, old_id: str, row: AllocationRow) -> bool:
+        """Move a live allocation onto the row's GPU or instance, keeping when it began (and its place in
+        the order); False when it is not live or the row's id is recorded already."""
+        if (
+            old_id not in self.allocations
+            or old_id in self._released_rows
+            or row.allocation_id in self.allocations
+        ):
+            return False
+        self.allocations = {
+            (row.allocation_id if key == old_id else key): ((row, at) if key == old_id else (kept, at))
+            for key, (kept, at) in self.allocations.items()
+        }
+        return True
+
     async def release_placement(self, *, placement_id: str, at: datetime) -> list[str]:
         """Release every allocation of the placement; returns the GPUs freed (empty on a replay)."""
         freed = {

@@ -18,6 +18,7 @@ from services.inventory.domain.units import (
 
 __all__ = [
     "mig_partitions",
+    "name_mig_devices",
     "reconfigure_mig",
     "set_time_slice",
     "time_slice_partitions",
@@ -45,6 +46,38 @@ def mig_partitions(
             memory_mib=spec.mig_profile(p.profile).memory_gb * 1024,
         )
         for p in placements
+    )
+
+
+def name_mig_devices(
+    partitions: Sequence[Partition],
+    *,
+    instances: Sequence[MigRequest],
+    device_uuids: Sequence[str | None],
+) -> tuple[Partition, ...]:
+    """The MIG partitions with the device UUID of the discovered instance at the same profile and slot.
+
+    An instance reported without its slot names the partition only where it is the one instance of its
+    profile; a partition no reported UUID names keeps None. Partition ids do not change.
+    """
+    named: dict[tuple[str, int], str] = {}
+    counts: dict[str, int] = {}
+    for found in instances:
+        counts[found.profile] = counts.get(found.profile, 0) + 1
+    for found, device in zip(instances, device_uuids, strict=False):
+        if device is None:
+            continue
+        if found.start is not None:
+            named[(found.profile, found.start)] = device
+            continue
+        same = [p for p in partitions if p.profile == found.profile and p.start is not None]
+        if counts[found.profile] == 1 and len(same) == 1 and same[0].start is not None:
+            named[(found.profile, same[0].start)] = device
+    return tuple(
+        p.model_copy(update={"device_uuid": named.get((p.profile, p.start))})
+        if p.kind is PartitionKind.MIG and p.profile is not None and p.start is not None
+        else p
+        for p in partitions
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from services.inventory.domain.health import GpuHealth, NodeStatus
 from services.inventory.domain.mig import MigRequest
@@ -71,6 +71,9 @@ class Partition(BaseModel):
     share: int | None = Field(default=None, description="share number 0..ratio-1 (time slice only)")
     units: Decimal
     memory_mib: int
+    device_uuid: str | None = Field(
+        default=None, description="MIG device UUID as discovery reported it (MIG only; None until then)"
+    )
 
 
 class TimeSliceConfig(BaseModel):
@@ -146,6 +149,17 @@ class DiscoveredGpu(BaseModel):
     nvlink_peers: tuple[str, ...] = ()
     mig_enabled: bool = False
     mig_instances: tuple[MigRequest, ...] = ()
+    #: The MIG device UUID of each of ``mig_instances``, in the same order (None where not reported).
+    mig_device_uuids: tuple[str | None, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_uuid_per_instance(self) -> DiscoveredGpu:
+        if self.mig_device_uuids and len(self.mig_device_uuids) != len(self.mig_instances):
+            raise ValueError(
+                f"GPU {self.uuid}: {len(self.mig_device_uuids)} MIG device UUIDs for "
+                f"{len(self.mig_instances)} MIG instances"
+            )
+        return self
 
 
 class NodeDiscovery(BaseModel):

@@ -18,7 +18,7 @@ from services.inventory.domain.health import (
     transition_node,
 )
 from services.inventory.domain.mig import place_layout
-from services.inventory.domain.partitioning import mig_partitions
+from services.inventory.domain.partitioning import mig_partitions, name_mig_devices
 from services.inventory.domain.records import DiscoveredGpu, Gpu, Node, NodeDiscovery, NodeInventory
 from services.inventory.domain.units import DEFAULT_BASIS, UnitBasis, gpu_units
 
@@ -82,8 +82,12 @@ def _gpu_from_discovery(
     partitions = previous.partitions if previous is not None and time_slice is not None else ()
     if found.mig_enabled and found.mig_instances:
         placements = place_layout(model=spec, requests=found.mig_instances)
-        partitions = mig_partitions(
-            gpu_uuid=found.uuid, model=spec.name, placements=placements, catalog=catalog, basis=basis
+        partitions = name_mig_devices(
+            mig_partitions(
+                gpu_uuid=found.uuid, model=spec.name, placements=placements, catalog=catalog, basis=basis
+            ),
+            instances=found.mig_instances,
+            device_uuids=found.mig_device_uuids,
         )
     return Gpu(
         uuid=found.uuid,

@@ -13,7 +13,12 @@ from typing import TypeAlias
 from libs.common.bus.handlers import HandlerContext, Handlers
 from libs.common.events.agent import NodeDiscoveredV1
 from libs.common.events.recovery import DrainRequestedV1, ReturnToServiceRequestedV1
-from libs.common.events.scheduler import WorkloadEndedV1, WorkloadPlacedV1
+from libs.common.events.scheduler import (
+    AllocationItem,
+    WorkloadEndedV1,
+    WorkloadPlacedV1,
+    WorkloadReallocatedV1,
+)
 from services.inventory.adapters.node_store import AllocationRow
 from services.inventory.adapters.unit_of_work import PostgresInventoryUnitOfWork
 from services.inventory.domain.errors import ForbiddenTransitionError, UnknownGpuError
@@ -62,18 +67,38 @@ async def on_workload_placed(event: WorkloadPlacedV1, ctx: Context) -> None:
     if await store.placement_released(placement_id=event.placement_id):
         return
     for item in event.allocations:
-        row = AllocationRow(
-            allocation_id=allocation_id(
-                placement_id=event.placement_id, gpu_uuid=item.gpu_uuid, partition_id=item.partition_id
-            ),
-            placement_id=event.placement_id,
-            workload_id=event.workload_id,
-            tenant_id=event.tenant_id,
-            gpu_uuid=item.gpu_uuid,
-            partition_id=item.partition_id,
-            units=item.units,
+        await store.add_allocation(row=_allocation_row(event, item), at=ctx.envelope.time)
+
+
+def _allocation_row(event: WorkloadPlacedV1 | WorkloadReallocatedV1, item: AllocationItem) -> AllocationRow:
+    return AllocationRow(
+        allocation_id=allocation_id(
+            placement_id=event.placement_id, gpu_uuid=item.gpu_uuid, partition_id=item.partition_id
+        ),
+        placement_id=event.placement_id,
+        workload_id=event.workload_id,
+        tenant_id=event.tenant_id,
+        gpu_uuid=item.gpu_uuid,
+        partition_id=item.partition_id,
+        units=item.units,
+    )
+
+
+async def on_workload_reallocated(event: WorkloadReallocatedV1, ctx: Context) -> None:
+    # Each item the placement gave up moves onto one it took, in order: its ledger row keeps when the
+    # placement began to hold it (the host gave it these devices from the start).
+    store = ctx.uow.ledger
+    if await store.placement_released(placement_id=event.placement_id):
+        return
+    now = {(a.gpu_uuid, a.partition_id) for a in event.allocations}
+    before = {(a.gpu_uuid, a.partition_id) for a in event.previous}
+    gone = [a for a in event.previous if (a.gpu_uuid, a.partition_id) not in now]
+    taken = [a for a in event.allocations if (a.gpu_uuid, a.partition_id) not in before]
+    for old, new in zip(gone, taken, strict=False):
+        old_id = allocation_id(
+            placement_id=event.placement_id, gpu_uuid=old.gpu_uuid, partition_id=old.partition_id
         )
-        await store.add_allocation(row=row, at=ctx.envelope.time)
+        await store.move_allocation(old_id=old_id, row=_allocation_row(event, new))
 
 
 async def on_workload_ended(event: WorkloadEndedV1, ctx: Context) -> None:
@@ -131,6 +156,7 @@ def handlers(deps: InventoryDeps) -> Handlers[InventoryDeps, PostgresInventoryUn
         .on(NodeDiscoveredV1, on_node_discovered)
         .on(WorkloadPlacedV1, on_workload_placed)
         .on(WorkloadEndedV1, on_workload_ended)
+        .on(WorkloadReallocatedV1, on_workload_reallocated)
         .on(DrainRequestedV1, on_drain_requested)
         .on(ReturnToServiceRequestedV1, on_return_to_service_requested)
     )

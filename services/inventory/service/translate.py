@@ -93,6 +93,7 @@ def discovery_from_agent(
                 nvlink_peers=tuple(found.nvlink_peers),
                 mig_enabled=found.mig_enabled,
                 mig_instances=tuple(MigRequest(profile=m.profile, start=m.slot) for m in found.mig_instances),
+                mig_device_uuids=tuple(m.uuid for m in found.mig_instances),
             )
         )
     labels = labels_from_dict(event.labels)
@@ -107,6 +108,7 @@ def _partition_info(partition: Partition) -> PartitionInfo:
         slot=partition.start,
         units=partition.units,
         memory_bytes=partition.memory_mib * MIB,
+        device_uuid=partition.device_uuid,
     )
 
 

@@ -30,6 +30,7 @@ INSERT_INCIDENT_WORKLOAD = """
 INSERT INTO incident_workloads (incident_id, workload_id, tenant_id) VALUES ($1, $2, $3)
 ON CONFLICT DO NOTHING
 """
+SELECT_INCIDENT = "SELECT doc FROM incidents WHERE incident_id = $1 FOR UPDATE"
 # Incidents on a node that are open or recent: fold targets and correlation input, newest first.
 SELECT_RECENT_ON_NODE = """
 SELECT doc FROM incidents WHERE node = $1 AND (closed_at IS NULL OR last_seen >= $2)
@@ -97,6 +98,11 @@ class IncidentStore:
     async def lock_node(self, node: str) -> None:
         """Wait for, then hold until commit, the node's lock: a signal sees what the previous one opened."""
         await self._conn.execute(LOCK_NODE, node)
+
+    async def get(self, incident_id: str) -> Incident | None:
+        """One incident by id (locked), or None when there is none."""
+        found = incidents_of(await self._conn.fetch(SELECT_INCIDENT, incident_id))
+        return found[0] if found else None
 
     async def recent_on_node(self, node: str, *, since: datetime) -> list[Incident]:
         """Open incidents on the node and those seen since ``since``, newest first (locked)."""

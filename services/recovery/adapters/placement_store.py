@@ -17,6 +17,10 @@ VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (workload_id) DO UPDATE SET tenant_id = EXCLUDED.tenant_id, placement_id = EXCLUDED.placement_id,
     node = EXCLUDED.node, gpus = EXCLUDED.gpus, priority = EXCLUDED.priority, updated_at = now()
 """
+MOVE_PLACEMENT = """
+UPDATE placements SET gpus = $3, updated_at = now() WHERE workload_id = $1 AND placement_id = $2
+RETURNING *
+"""
 DELETE_PLACEMENT = "DELETE FROM placements WHERE workload_id = $1 AND placement_id = $2"
 SELECT_PLACEMENTS_ON_GPU = "SELECT * FROM placements WHERE $1 = ANY (gpus) ORDER BY workload_id"
 SELECT_PLACEMENTS_ON_NODE = "SELECT * FROM placements WHERE node = $1 ORDER BY workload_id"
@@ -52,6 +56,12 @@ class PlacementStore:
         await self._conn.execute(
             UPSERT_PLACEMENT, p.workload_id, p.tenant_id, p.placement_id, p.node, list(p.gpus), priority
         )
+
+    async def move(self, *, workload_id: str, placement_id: str, gpus: Sequence[str]) -> Placement | None:
+        """Record the GPUs a workload's current placement holds now; None (nothing changed) when that
+        placement is not its current one."""
+        row = await self._conn.fetchrow(MOVE_PLACEMENT, workload_id, placement_id, list(gpus))
+        return None if row is None else _placement(row)
 
     async def end(self, *, workload_id: str, placement_id: str) -> None:
         """Forget a placement that ended, unless the workload already has a newer one."""

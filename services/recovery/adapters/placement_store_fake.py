@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from services.recovery.domain.placements import Placement
 
@@ -21,6 +22,15 @@ class FakePlacementStore:
         """Record where a workload runs now (a new placement replaces the old one)."""
         self.placements[p.workload_id] = p
         self.priorities[p.workload_id] = priority
+
+    async def move(self, *, workload_id: str, placement_id: str, gpus: Sequence[str]) -> Placement | None:
+        """Record the GPUs a workload's current placement holds now; None (nothing changed) when that
+        placement is not its current one."""
+        current = self.placements.get(workload_id)
+        if current is None or current.placement_id != placement_id:
+            return None
+        self.placements[workload_id] = replace(current, gpus=tuple(gpus))
+        return self.placements[workload_id]
 
     async def end(self, *, workload_id: str, placement_id: str) -> None:
         """Forget a placement that ended, unless the workload already has a newer one."""

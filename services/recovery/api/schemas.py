@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from services.recovery.domain.catalog import FaultEntry
 from services.recovery.domain.correlate import Finding
+from services.recovery.domain.host_actions import HostActionResult
 from services.recovery.domain.incidents import Incident, StateChange
 from services.recovery.domain.slo import SloStats
 from services.recovery.domain.workload_moves import Migration
@@ -57,11 +58,15 @@ class DiagnosisOut(BaseModel):
 
 
 class IncidentDetail(IncidentSummary):
-    """An incident with its diagnosis, history and migration progress per workload."""
+    """An incident with its diagnosis, history, migration progress per workload and the hosts' actions."""
 
     diagnosis: DiagnosisOut | None
     history: list[StateChange]
     migrations: list[Migration]
+    actions: list[HostActionResult] = Field(
+        default_factory=list,
+        description="The resets and reboots the hosts reported, with their commands and output (admins only)",
+    )
 
 
 class SloOut(BaseModel):
@@ -124,7 +129,7 @@ def summary(
 def detail(
     incident: Incident, *, workload_tenants: Mapping[str, str | None], tenant: str | None
 ) -> IncidentDetail:
-    """The full view; a tenant sees only its own workloads' migrations."""
+    """The full view; a tenant sees only its own workloads' migrations, and not the hosts' actions."""
     migrations = _shown(incident, workload_tenants=workload_tenants, tenant=tenant)
     d = incident.diagnosis
     diagnosis = (
@@ -139,4 +144,5 @@ def detail(
         diagnosis=diagnosis,
         history=list(incident.history),
         migrations=migrations,
+        actions=list(incident.actions) if tenant is None else [],
     )

@@ -29,6 +29,7 @@ from services.recovery.domain.commands import (
     ReturnGpuToService,
     ReturnNodeToService,
 )
+from services.recovery.domain.host_actions import HostAction, command_id
 from services.recovery.domain.incidents import Incident, IncidentState, Transition
 from services.recovery.domain.placements import Placement
 from services.recovery.domain.slo import time_to_detect, time_to_recover
@@ -173,11 +174,10 @@ async def _events_for(
             return []
 
 
-def _host_action(
-    incident: Incident, *, gpu: str | None, action: Literal["reset_gpu", "reboot_node"]
-) -> HostActionRequestedV1:
+def _host_action(incident: Incident, *, gpu: str | None, action: HostAction) -> HostActionRequestedV1:
+    # Sent with the transition into verifying: its history's length names the step (see asked_action).
     return HostActionRequestedV1(
-        command_id=f"{incident.id}:{action}:{len(incident.history)}",
+        command_id=command_id(incident_id=incident.id, action=action, step=len(incident.history)),
         incident_id=incident.id,
         node=incident.node,
         gpu_uuid=gpu,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -9,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeAlias
 
 from libs.common.bus.handlers import HandlerContext, Handlers
-from libs.common.events.agent import MigrationStepV1
+from libs.common.events.agent import HostActionDoneV1, MigrationStepV1
 from libs.common.events.alerting import AlertFiredV1
 from libs.common.events.inventory import GpuHealthChangedV1
-from libs.common.events.scheduler import WorkloadEndedV1, WorkloadPlacedV1
+from libs.common.events.scheduler import WorkloadEndedV1, WorkloadPlacedV1, WorkloadReallocatedV1
 from libs.common.events.telemetry import FaultSignaledV1
 from services.recovery.adapters.sample_window import SampleWindow
 from services.recovery.adapters.unit_of_work import PostgresRecoveryUnitOfWork
@@ -20,6 +21,7 @@ from services.recovery.domain.catalog import Action, FaultCatalog, catalog_findi
 from services.recovery.domain.classify import FaultSignal, classify
 from services.recovery.domain.correlate import CorrelationThresholds, Diagnosis, FaultContext, diagnose
 from services.recovery.domain.detection import DetectionOutcome, fails_health_check, ingest_signal
+from services.recovery.domain.host_actions import HostActionResult
 from services.recovery.domain.incidents import (
     HOLDING_STATES,
     OUT_OF_SERVICE,
@@ -28,12 +30,14 @@ from services.recovery.domain.incidents import (
     IncidentState,
     Transition,
     adopt_workloads,
+    asked_action,
     drain_completed,
     drain_in_effect,
     drains_node,
     leaves_out_of_service,
     move_strays,
     record_health_check,
+    record_host_action,
     record_progress,
     requested_drain,
     start_diagnosis,
@@ -49,6 +53,8 @@ from services.recovery.service.signals import from_alert, from_fault
 from services.recovery.service.unit_of_work import RecoveryUnitOfWork
 
 __all__ = ["Context", "RecoveryDeps", "handlers", "ingest"]
+
+log = logging.getLogger(__name__)
 
 
 def _utcnow() -> datetime:
@@ -265,6 +271,45 @@ async def on_migration_step(event: MigrationStepV1, ctx: Context) -> None:
         await apply(ctx.uow, moved, before=incident, fx=fx, progress=step)
 
 
+async def on_host_action_done(event: HostActionDoneV1, ctx: Context) -> None:
+    if event.incident_id is None or event.action == "apply_mig":
+        return  # a MIG layout inventory changed: no incident waits on it
+    incident = await ctx.uow.incidents.get(event.incident_id)
+    if incident is None:
+        log.info("%s %s of unknown incident %s ignored", event.action, event.outcome, event.incident_id)
+        return
+    if event.command_id != asked_action(incident):
+        log.info(
+            "%s %s for incident %s ignored: command %s is not its latest action asked (%s)",
+            event.action, event.outcome, incident.id, event.command_id, asked_action(incident),
+        )  # fmt: skip
+        return
+    now = ctx.deps.clock()
+    result = _action_result(event, heard_at=now)
+    await apply(
+        ctx.uow,
+        record_host_action(incident, result=result, at=now),
+        before=incident,
+        fx=_effects(ctx.deps, now),
+    )
+
+
+def _action_result(event: HostActionDoneV1, *, heard_at: datetime) -> HostActionResult:
+    at = event.at or heard_at
+    return HostActionResult(
+        command_id=event.command_id,
+        action=event.action,
+        outcome=event.outcome,
+        node=event.node,
+        gpu=event.gpu_uuid,
+        reason=event.reason,
+        commands=tuple(tuple(argv) for argv in event.commands),
+        exit_code=event.exit_code,
+        output=event.output,
+        at=at if at.tzinfo is not None else at.replace(tzinfo=UTC),  # the wire's times are UTC
+    )
+
+
 async def on_workload_placed(event: WorkloadPlacedV1, ctx: Context) -> None:
     places = ctx.uow.placements
     placement = Placement(
@@ -275,6 +320,23 @@ async def on_workload_placed(event: WorkloadPlacedV1, ctx: Context) -> None:
         gpus=tuple(a.gpu_uuid for a in event.allocations),
     )
     await places.place(placement, priority=event.priority)
+    await _keep_off_out_of_service(placement, ctx)
+
+
+async def on_workload_reallocated(event: WorkloadReallocatedV1, ctx: Context) -> None:
+    # The host gave the running placement other GPUs of its node: a fault on them is now its fault, and
+    # one of them taken out of service moves it, as a placement onto it would.
+    gpus = tuple(a.gpu_uuid for a in event.allocations)
+    moved = await ctx.uow.placements.move(
+        workload_id=event.workload_id, placement_id=event.placement_id, gpus=gpus
+    )
+    if moved is not None:
+        await _keep_off_out_of_service(moved, ctx)
+
+
+async def _keep_off_out_of_service(placement: Placement, ctx: Context) -> None:
+    """A placement on a GPU an open incident is draining, or one already out of service, moves."""
+    places = ctx.uow.placements
     fx, gpus = _effects(ctx.deps, ctx.deps.clock()), set(placement.gpus)
     holding = await _open_drains(ctx.uow, node=placement.node, gpus=gpus)
     if holding:
@@ -296,13 +358,16 @@ async def on_workload_ended(event: WorkloadEndedV1, ctx: Context) -> None:
 
 
 def handlers(deps: RecoveryDeps) -> Handlers[RecoveryDeps, PostgresRecoveryUnitOfWork]:
-    """The main consumer's handlers: faults and alerts, GPU health, migration steps and placements."""
+    """The main consumer's handlers: faults and alerts, GPU health, migration steps, the hosts' resets and
+    reboots, and placements."""
     return (
         Handlers(deps, uow=PostgresRecoveryUnitOfWork)
         .on(FaultSignaledV1, on_fault_signaled)
         .on(AlertFiredV1, on_alert_fired)
         .on(GpuHealthChangedV1, on_gpu_health_changed)
         .on(MigrationStepV1, on_migration_step)
+        .on(HostActionDoneV1, on_host_action_done)
         .on(WorkloadPlacedV1, on_workload_placed)
         .on(WorkloadEndedV1, on_workload_ended)
+        .on(WorkloadReallocatedV1, on_workload_reallocated)
     )

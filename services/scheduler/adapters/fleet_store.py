@@ -34,6 +34,7 @@ SET_HEALTH = "UPDATE gpus SET health = $2, updated_at = now() WHERE gpu_uuid = $
 #: Taken first in a GPU-changing transaction (so two never wait on each other in opposite order).
 BUMP_FLEET = "UPDATE fleet_version SET version = version + 1"
 ALL_GPUS = f"SELECT {columns_of(StoredGpu)} FROM gpus ORDER BY node, gpu_uuid"
+NODE_GPUS = f"SELECT {columns_of(StoredGpu)} FROM gpus WHERE node = $1 ORDER BY gpu_uuid"
 #: The fair-share inputs as one row of arrays (what ``pass_inputs.book_from_row`` reads): select
 #: FAIR_SHARE_COLUMNS from FAIR_SHARE_SOURCES, beside whatever else a statement needs.
 FAIR_SHARE_COLUMNS = (
@@ -124,6 +125,10 @@ class FleetStore:
     async def gpus(self) -> list[StoredGpu]:
         """Every GPU known."""
         return [StoredGpu(*r) for r in await self.conn.fetch(ALL_GPUS)]
+
+    async def node_gpus(self, node: str) -> list[StoredGpu]:
+        """The GPUs of one node."""
+        return [StoredGpu(*r) for r in await self.conn.fetch(NODE_GPUS, node)]
 
     async def set_shares(self, tenant: str, *, shares: float) -> None:
         """Set a tenant's fair-share entitlement weight."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
+
+from services.scheduler.domain.stored import StoredGpu
 
 __all__ = ["FakeFleetStore", "Stop"]
 
@@ -46,6 +49,11 @@ class FakeFleetStore:
         """Record a known GPU's health."""
         if gpu_uuid in self.gpus:
             self.gpus[gpu_uuid]["health"] = health
+
+    async def node_gpus(self, node: str) -> list[StoredGpu]:
+        """The GPUs of one node, in UUID order."""
+        rows = sorted((r for r in self.gpus.values() if r["node"] == node), key=lambda r: r["gpu_uuid"])
+        return [StoredGpu(*(copy.deepcopy(r[f.name]) for f in fields(StoredGpu))) for r in rows]
 
     async def wake_placer(self) -> None:
         """Wake the placer when the unit of work commits."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -183,6 +183,24 @@ class FakeWorkloadStore:
             return None
         self.placements[placement_id] = replace(p, ended_at=at, outcome=outcome, quota_released=released)
         return _fresh(self.placements[placement_id])
+
+    async def live_placements_on(self, node: str) -> list[StoredPlacement]:
+        """The live placements of a node holding their slots (not migrating), in id order."""
+        live = [p for p in self.placements.values() if p.node == node and p.ended_at is None]
+        return [_fresh(p) for p in sorted(live, key=lambda p: p.placement_id) if not p.migrating]
+
+    async def regrant(self, grants: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        """Give each placement these grants and their slots, all freed before any is held again; a slot
+        held twice raises UniqueViolation."""
+        for pid in grants:
+            self._free(pid)
+        keys = [((g["gpu"], g["slot"]), pid) for pid, held in grants.items() for g in held]
+        if len({k for k, _ in keys}) < len(keys) or any(k in self.held for k, _ in keys):
+            raise UniqueViolation(f"a slot of {[k for k, _ in keys]} is held (held_slots_pkey)")
+        for pid, held in grants.items():
+            if (p := self.placements.get(pid)) is not None:
+                self.placements[pid] = replace(p, grants=_jsonb(list(held)))
+        self.held.update(dict(keys))
 
     async def mark_migrating(self, placement_id: str) -> None:
         """Mark a placement migrating and free its slots (it stays live until the workload is re-placed)."""

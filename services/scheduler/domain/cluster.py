@@ -70,6 +70,8 @@ class MigPartition:
     units: float
     #: The instance's own memory as inventory reported it; None when unknown (then the card's).
     memory_bytes: int | None = None
+    #: The host's MIG device UUID (``MIG-...``) of the instance; None until discovery reports it.
+    device_uuid: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,11 @@ def gpu_view(gpu: StoredGpu, *, avoid: frozenset[str] = frozenset()) -> GpuView:
     """A GPU as the placement core sees it; GPUs to avoid count as unhealthy."""
     parts = tuple(
         MigPartition(
-            p["partition_id"], p["profile"], float(p["units"]), _bytes_or_none(p.get("memory_bytes"))
+            p["partition_id"],
+            p["profile"],
+            float(p["units"]),
+            _bytes_or_none(p.get("memory_bytes")),
+            p.get("device_uuid") or None,
         )
         for p in gpu.partitions
         if p.get("kind") == "mig" and p.get("profile")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TypeAlias
@@ -11,14 +13,20 @@ from libs.common.events.agent import MigrationStepV1, WorkloadExitedV1, Workload
 from libs.common.events.billing import BudgetThresholdCrossedV1, UsageDecayedV1
 from libs.common.events.inventory import GpuHealthChangedV1, GpuPartitionsChangedV1, GpuRegisteredV1
 from libs.common.events.recovery import MigrationRequestedV1
-from libs.common.events.scheduler import WorkloadEndedV1, WorkloadRunningV1
+from libs.common.events.scheduler import WorkloadEndedV1, WorkloadReallocatedV1, WorkloadRunningV1
 from services.scheduler.adapters.unit_of_work import PostgresSchedulerUnitOfWork
+from services.scheduler.domain.cluster import GpuView, Grant
 from services.scheduler.domain.priority import DecayedUsage, accrue
-from services.scheduler.domain.stored import RunExit, RunHost
+from services.scheduler.domain.reallocation import Regrant, follow_devices
+from services.scheduler.domain.rows import gpu_view, grant_of
+from services.scheduler.domain.stored import RunExit, RunHost, StoredPlacement
+from services.scheduler.service.commit import allocation_item
 from services.scheduler.service.trace import workload_trace
 from services.scheduler.service.unit_of_work import SchedulerUnitOfWork
 
 __all__ = ["Context", "SchedulerDeps", "handlers"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,17 +91,82 @@ async def on_workload_started(event: WorkloadStartedV1, ctx: Context) -> None:
     row = await ctx.uow.workloads.start_run(
         event.workload_id, placement_id=event.placement_id, at=at, host=host
     )
-    if row is None:
+    if row is not None:
+        running = WorkloadRunningV1(
+            workload_id=event.workload_id,
+            tenant_id=row.tenant_id,
+            placement_id=event.placement_id,
+            node=event.node,
+            started_at=at,
+        )
+        with workload_trace(
+            workload_id=event.workload_id, traceparent=row.traceparent, name="scheduler.running"
+        ):
+            await ctx.uow.emit(running, tenant=row.tenant_id, time=at)
+    if event.gpu_uuids is not None:
+        await _follow_host_devices(event, event.gpu_uuids, ctx, at=at)
+
+
+async def _follow_host_devices(
+    event: WorkloadStartedV1, reported: Sequence[str], ctx: Context, *, at: datetime
+) -> None:
+    """The running placement takes the devices its host gave it (a repeat of the same devices, or a
+    report about an old placement, changes nothing); a placement it swaps with gets those it gave up."""
+    store = ctx.uow.workloads
+    workload = await store.lock_workload(event.workload_id)
+    if workload is None or workload.state != "running" or workload.placement_id != event.placement_id:
         return
-    running = WorkloadRunningV1(
-        workload_id=event.workload_id,
-        tenant_id=row.tenant_id,
-        placement_id=event.placement_id,
-        node=event.node,
-        started_at=at,
+    live = {p.placement_id: p for p in await store.live_placements_on(event.node)}
+    mine = live.pop(event.placement_id, None)
+    if mine is None:
+        log.warning(
+            "placement %s is not live on %s: its devices stay as placed", event.placement_id, event.node
+        )
+        return
+    gpus = {g.gpu_uuid: gpu_view(g) for g in await ctx.uow.fleet.node_gpus(mine.node)}
+    decided = follow_devices(
+        placement_id=mine.placement_id,
+        node=mine.node,
+        grants=[grant_of(g) for g in mine.grants],
+        reported=reported,
+        gpus=gpus,
+        others={pid: [grant_of(g) for g in p.grants] for pid, p in live.items()},
     )
-    with workload_trace(workload_id=event.workload_id, traceparent=row.traceparent, name="scheduler.running"):
-        await ctx.uow.emit(running, tenant=row.tenant_id, time=at)
+    if decided.refused is not None:
+        log.warning("placement %s keeps its devices: %s", mine.placement_id, decided.refused)
+        return
+    if not decided.changes:
+        return
+    await store.regrant({c.placement_id: [_grant_row(g) for g in c.after] for c in decided.changes})
+    await store.wake_placer()
+    live[mine.placement_id] = mine
+    for change in decided.changes:
+        p = live[change.placement_id]
+        if p is mine:
+            reason, trace = f"the host gave it {', '.join(reported)}", workload.traceparent
+        else:
+            reason = f"swapped with {mine.placement_id}, which the host gave devices this placement held"
+            trace = None
+        with workload_trace(workload_id=p.workload_id, traceparent=trace, name="scheduler.reallocated"):
+            await ctx.uow.emit(_reallocated(change, p, gpus, reason=reason), tenant=p.tenant_id, time=at)
+
+
+def _grant_row(g: Grant) -> dict[str, object]:
+    return {"gpu": g.gpu, "node": g.node, "slot": g.slot, "units": g.units, "kind": g.kind.value}
+
+
+def _reallocated(
+    change: Regrant, p: StoredPlacement, gpus: Mapping[str, GpuView], *, reason: str
+) -> WorkloadReallocatedV1:
+    return WorkloadReallocatedV1(
+        workload_id=p.workload_id,
+        tenant_id=p.tenant_id,
+        placement_id=p.placement_id,
+        node=p.node,
+        allocations=[allocation_item(g, gpus) for g in change.after],
+        previous=[allocation_item(g, gpus) for g in change.before],
+        reason=reason,
+    )
 
 
 async def on_migration_step(event: MigrationStepV1, ctx: Context) -> None:

@@ -12,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter as Tally
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from libs.common.db.leadership import Lease, lead
 from libs.common.db.pool import create_pool
+from libs.common.observability.metrics import TENANT_REGISTRY
 from libs.common.runtime import ServiceRuntime
 from libs.common.stopping import sleep_or_stop, wait_for_wake
 from services.scheduler.adapters.fleet_store import FleetStore
@@ -25,7 +28,7 @@ from services.scheduler.adapters.placer_session import PlacerSession
 from services.scheduler.adapters.postgres import PostgresError
 from services.scheduler.adapters.quota_store import HeldQuota, RebuildNeeded, RedisError
 from services.scheduler.adapters.workload_store import WorkloadStore
-from services.scheduler.domain.decisions import QueuePosition
+from services.scheduler.domain.decisions import QueueEntry, QueuePosition
 from services.scheduler.domain.rows import demand_of_grants, grant_of, limits_of
 from services.scheduler.domain.schedule import schedule
 from services.scheduler.domain.stored import StoredWorkload
@@ -33,7 +36,7 @@ from services.scheduler.service.commit import commit_placements, commit_preempti
 from services.scheduler.service.context import SchedulerContext
 from services.scheduler.service.pass_inputs import PassCache, load_pass
 
-__all__ = ["Placer", "rebuild_quotas", "run_pass"]
+__all__ = ["PENDING", "Placer", "rebuild_quotas", "record_pending", "run_pass"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,12 @@ IS_LEADER = Gauge("scheduler_placer_leader", "1 while this replica holds the pla
 PASSES = Counter("scheduler_passes_total", "Schedule passes run")
 PLACED = Counter("scheduler_placements_total", "Placements committed")
 PASS_SECONDS = Histogram("scheduler_pass_seconds", "Duration of one schedule pass")
+PENDING = Gauge(
+    "scheduler_pending_workloads",
+    "Workloads left waiting by the last schedule pass, by tenant",
+    ["tenant"],
+    registry=TENANT_REGISTRY,  # tenant ids: served to admins only (/metrics/tenants)
+)
 #: The longest pause between back-to-back passes.
 _MAX_YIELD_S = 0.01
 #: How often the placer checks the Redis quota state and ends preemptions whose grace is over.
@@ -109,6 +118,7 @@ async def run_pass(
     inputs = await load_pass(ctx.pool_for_placer, ctx, now=now, cache=cache)
     ctx.left_waiting = len(inputs.queue)
     if not inputs.queue:
+        record_pending(inputs.queue, ())
         return 0
     decisions = schedule(
         inputs.queue, inputs.state, now=now, config=ctx.config(), quotas=inputs.quotas, base_index=inputs.base
@@ -127,8 +137,22 @@ async def run_pass(
     ]
     await WorkloadStore(ctx.pool_for_placer).record_waiting(waiting)
     ctx.left_waiting = len(decisions.waiting)
+    record_pending(inputs.queue, decisions.waiting)
     PLACED.inc(placed)
     return placed
+
+
+def record_pending(queue: Iterable[QueueEntry], waiting: Iterable[QueuePosition]) -> None:
+    """Set the pending gauge from one pass: every tenant it saw, or had seen, at what the pass left waiting.
+
+    A tenant whose work was all placed reads 0 rather than vanishing, so a sum over tenants stays a
+    series; the gauge costs no query of its own, only what the pass already read.
+    """
+    tenants = {e.workload.id: e.workload.tenant for e in queue}
+    left = Tally(tenants[q.workload_id] for q in waiting if q.workload_id in tenants)
+    seen = {sample.labels["tenant"] for metric in PENDING.collect() for sample in metric.samples}
+    for tenant in seen | set(tenants.values()):
+        PENDING.labels(tenant).set(left[tenant])
 
 
 class Placer:
@@ -189,6 +213,7 @@ class Placer:
         finally:
             ctx.is_leader = False
             IS_LEADER.set(0)
+            PENDING.clear()  # only the active placer knows the queue: a standby reports none
             if self._releasing is not None:
                 await asyncio.gather(self._releasing, return_exceptions=True)
                 self._releasing = None

@@ -8,7 +8,7 @@ tests).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -20,6 +20,7 @@ from services.scheduler.domain.stored import (
     RunExit,
     RunHost,
     RunStart,
+    StoredGpu,
     StoredPlacement,
     StoredWorkload,
 )
@@ -37,6 +38,8 @@ class FleetWrites(Protocol):
     ) -> None: ...
 
     async def set_health(self, gpu_uuid: str, *, health: str) -> None: ...
+
+    async def node_gpus(self, node: str) -> list[StoredGpu]: ...
 
     async def wake_placer(self) -> None: ...
 
@@ -74,6 +77,10 @@ class WorkloadWrites(Protocol):
     async def end_placement(
         self, placement_id: str, *, outcome: str, at: datetime, released: bool = False
     ) -> StoredPlacement | None: ...
+
+    async def live_placements_on(self, node: str) -> list[StoredPlacement]: ...
+
+    async def regrant(self, grants: Mapping[str, Sequence[Mapping[str, Any]]]) -> None: ...
 
     async def mark_migrating(self, placement_id: str) -> None: ...
 

@@ -17,6 +17,19 @@ INSERT INTO allocations (placement_id, gpu_uuid, workload_id, tenant_id, node, p
 SELECT $1, g, $2, $3, $4, $5 FROM unnest($6::text[]) AS g
 ON CONFLICT (placement_id, gpu_uuid) DO NOTHING
 """
+#: A live placement's GPUs replaced (the host gave it others), each kept with when the placement was placed;
+#: a placement with no rows (ended, or never seen) stays without.
+MOVE_PLACEMENT = """
+WITH held AS (
+    SELECT workload_id, tenant_id, node, min(placed_at) AS placed_at FROM allocations WHERE placement_id = $1
+    GROUP BY workload_id, tenant_id, node
+), gone AS (
+    DELETE FROM allocations WHERE placement_id = $1 AND NOT (gpu_uuid = ANY($2::text[]))
+)
+INSERT INTO allocations (placement_id, gpu_uuid, workload_id, tenant_id, node, placed_at)
+SELECT $1, g, h.workload_id, h.tenant_id, h.node, h.placed_at FROM held h, unnest($2::text[]) AS g
+ON CONFLICT (placement_id, gpu_uuid) DO NOTHING
+"""
 DELETE_PLACEMENT = "DELETE FROM allocations WHERE placement_id = $1"
 ALL_ALLOCATIONS = "SELECT gpu_uuid, workload_id, tenant_id, node FROM allocations ORDER BY placed_at"
 
@@ -41,6 +54,10 @@ class AllocationStore:
         await self._conn.execute(
             INSERT_ALLOCATION, placement_id, workload_id, tenant_id, node, placed_at, list(gpus)
         )
+
+    async def move_placement(self, *, placement_id: str, gpus: Sequence[str]) -> None:
+        """Replace the GPUs a recorded placement holds, keeping when it was placed."""
+        await self._conn.execute(MOVE_PLACEMENT, placement_id, list(gpus))
 
     async def remove_placement(self, *, placement_id: str) -> None:
         """Forget the GPUs a placement held."""

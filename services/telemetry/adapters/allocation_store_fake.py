@@ -31,6 +31,19 @@ class FakeAllocationStore:
             row = AllocationRow(gpu, workload_id, tenant_id, node)
             self._rows.setdefault((placement_id, gpu), (placed_at, row))
 
+    async def move_placement(self, *, placement_id: str, gpus: Sequence[str]) -> None:
+        """Replace the GPUs a recorded placement holds, keeping when it was placed."""
+        held = [value for key, value in self._rows.items() if key[0] == placement_id]
+        if not held:
+            return
+        placed_at, first = min(held, key=lambda value: value[0])
+        self._rows = {
+            key: value for key, value in self._rows.items() if key[0] != placement_id or key[1] in gpus
+        }
+        for gpu in gpus:
+            row = AllocationRow(gpu, first.workload_id, first.tenant_id, first.node)
+            self._rows.setdefault((placement_id, gpu), (placed_at, row))
+
     async def remove_placement(self, *, placement_id: str) -> None:
         """Forget the GPUs a placement held."""
         self._rows = {key: value for key, value in self._rows.items() if key[0] != placement_id}

@@ -12,7 +12,7 @@
 | SM clock | sm_clock_mhz | MHz | DCGM_FI_DEV_SM_CLOCK |
 | memory clock | mem_clock_mhz | MHz | DCGM_FI_DEV_MEM_CLOCK |
 | ECC SBE/DBE | ecc_sbe_total, ecc_dbe_total | count | DCGM_FI_DEV_ECC_SBE/DBE_VOL_TOTAL |
-| XID errors | XidEvent, counted by xid.XidCounter | count | DCGM_FI_DEV_XID_ERRORS{xid=..} |
+| XID errors | XidEvent, counted by xid.XidCounter | count | DCGM_EXP_XID_ERRORS_TOTAL{xid=..} |
 | throttle reasons | throttle_reasons, throttle_names | bitmask | DCGM_FI_DEV_CLOCK_THROTTLE_REASONS |
 
 METRICS below is the authoritative list (field, unit, exact Prometheus name, gauge or counter).
@@ -94,7 +94,7 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "ecc_dbe_total", Unit.COUNT, "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Double-bit ECC errors"
     ),
-    MetricSpec("xid_total", Unit.COUNT, "DCGM_FI_DEV_XID_ERRORS", "counter", "XID errors, labelled by xid"),
+    MetricSpec("xid_total", Unit.COUNT, "DCGM_EXP_XID_ERRORS_TOTAL", "counter", "XID errors by xid code"),
     MetricSpec(
         "throttle_reasons", Unit.BITMASK, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "Throttle mask"
     ),

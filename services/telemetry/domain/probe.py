@@ -25,6 +25,8 @@ class MigInstanceInfo(BaseModel):
     gpu_instance_id: int = Field(description="GPU instance id")
     compute_instance_id: int | None = Field(default=None, description="Compute instance id")
     memory_bytes: int | None = Field(default=None, description="Memory of the instance, bytes")
+    profile: str | None = Field(default=None, description="GPU instance profile, e.g. 1g.10gb; None: unknown")
+    slot: int | None = Field(default=None, description="Placement start slot; None: unknown")
 
 
 class GpuInfo(BaseModel):

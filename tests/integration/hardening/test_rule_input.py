@@ -94,7 +94,10 @@ async def test_two_tenants_each_have_a_rule_of_one_name_and_neither_sees_the_oth
         assert await _names(client, acme) == [("Hot", "acme")]
         assert await _names(client, globex) == [("Hot", "globex")]
         imported = "groups: [{name: g, rules: [{alert: Hot, expr: gpucloud_gpu_temp_c > 70}]}]"
-        assert (await client.post("/v1/rules/import", content=imported, headers=globex)).status_code == 200
+        assert _refused(await client.post("/v1/rules/import", content=imported, headers=globex), 409)
+        replaced = await client.post("/v1/rules/import?replace=true", content=imported, headers=globex)
+        assert replaced.json()["replaced"] == ["Hot"]
+        assert (await client.get("/v1/rules/Hot", headers=globex)).json()["threshold"] == 70
         assert (await client.get("/v1/rules/Hot", headers=acme)).json()["threshold"] == 80
 
         # A global name stays reserved: a tenant's rule of that name would take the global one's alerts.

@@ -171,3 +171,25 @@ async def test_allocations_and_releases_of_a_unit_of_work_that_does_not_commit_a
     async with subject.units() as ledger:
         assert await ledger.placement_released(placement_id="p1") is False
         assert await ledger.add_allocation(row=item("p2", "g2"), at=T0) is True, "its id was not kept"
+
+
+async def test_a_live_allocation_moves_onto_another_gpu_once_and_a_released_one_stays(
+    subject: Subject,
+) -> None:
+    async with subject.units() as ledger:
+        await ledger.add_allocation(row=item("p1", "g1"), at=T0)
+        await ledger.add_allocation(row=item("p2", "g2"), at=T0)
+        await ledger.release_placement(placement_id="p2", at=T0 + timedelta(minutes=1))
+
+    async with subject.units() as ledger:
+        assert (
+            await ledger.move_allocation(old_id=item("p1", "g1").allocation_id, row=item("p1", "g3")) is True
+        )
+        assert (
+            await ledger.move_allocation(old_id=item("p1", "g1").allocation_id, row=item("p1", "g4")) is False
+        )
+        assert (
+            await ledger.move_allocation(old_id=item("p2", "g2").allocation_id, row=item("p2", "g5")) is False
+        )
+
+    assert await subject.live() == [item("p1", "g3")]

@@ -173,3 +173,21 @@ async def test_placements_and_health_of_a_unit_of_work_that_does_not_commit_are_
         assert await store.on_node("n1") == [W1]
         assert await store.health_of(["g1", "g2"]) == {"g1": "healthy"}
     assert await subject.priorities() == {"wl1": 1.0}
+
+
+async def test_a_current_placement_moves_onto_other_gpus_keeping_its_priority_and_an_old_one_does_not(
+    subject: Subject,
+) -> None:
+    async with subject.units() as store:
+        await store.place(placement("w1", "p2", node="n1", gpus=("g1", "g2")), priority=0.7)
+
+    async with subject.units() as store:
+        moved = await store.move(workload_id="w1", placement_id="p2", gpus=["g3", "g2"])
+        assert await store.move(workload_id="w1", placement_id="p1", gpus=["g9"]) is None
+        assert await store.move(workload_id="w-unknown", placement_id="p2", gpus=["g9"]) is None
+
+    assert moved == placement("w1", "p2", node="n1", gpus=("g3", "g2"))
+    async with subject.units() as store:
+        assert await store.on_gpu("g3") == [moved]
+        assert await store.on_gpu("g1") == []
+    assert await subject.priorities() == {"w1": 0.7}

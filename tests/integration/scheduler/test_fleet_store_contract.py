@@ -15,6 +15,8 @@ from services.scheduler.adapters.fleet_store_fake import FakeFleetStore, Stop
 from services.scheduler.adapters.postgres import WAKE_CHANNEL
 from services.scheduler.adapters.unit_of_work import PostgresSchedulerUnitOfWork
 from services.scheduler.adapters.unit_of_work_fake import FakeSchedulerUnitOfWork
+from services.scheduler.domain.rows import gpu_view
+from services.scheduler.domain.stored import StoredGpu
 from services.scheduler.service.unit_of_work import FleetWrites
 from tests.integration.store_contract import Units, fake_units, service_pool, sql_units
 from tests.integration.support import Isolation, eventually
@@ -163,6 +165,24 @@ async def test_new_partitions_replace_a_known_gpus_slices_and_an_unknown_gpu_sta
     assert await subject.gpus() == {"g1": gpu_row("g1", time_slice_ratio=4)}
 
 
+async def test_a_mig_partitions_device_uuid_is_recorded_and_read_back_with_its_partition(
+    subject: Subject,
+) -> None:
+    named = SLICE | {"device_uuid": "MIG-4b1c"}
+    renamed = SLICE | {"device_uuid": "MIG-9f0e"}
+    async with subject.units() as store:
+        await store.upsert_gpu(row=gpu_row("g1", mig_enabled=True, partitions=[named]))
+        await store.upsert_gpu(row=gpu_row("g2", mig_enabled=True, partitions=[SLICE]))
+        await store.set_partitions("g2", mig_enabled=True, ratio=1, partitions=[renamed])
+
+    async with subject.units() as store:
+        found = {g.gpu_uuid: gpu_view(g) for g in await store.node_gpus("n1")}
+
+    assert [(p.id, p.device_uuid) for p in found["g1"].partitions] == [("mig-0", "MIG-4b1c")]
+    assert [(p.id, p.device_uuid) for p in found["g2"].partitions] == [("mig-0", "MIG-9f0e")]
+    assert (await subject.gpus())["g2"]["partitions"] == [renamed]
+
+
 async def test_a_health_change_is_recorded_for_a_known_gpu_and_an_unknown_gpu_stays_unknown(
     subject: Subject,
 ) -> None:
@@ -231,3 +251,19 @@ async def test_the_placer_is_woken_by_a_committed_step_and_not_by_one_that_rolls
         await store.wake_placer()  # one transaction's identical NOTIFYs arrive once
 
     assert await subject.wakes(2) == 2
+
+
+async def test_a_nodes_gpus_read_back_as_recorded_in_uuid_order(subject: Subject) -> None:
+    async with subject.units() as store:
+        await store.upsert_gpu(row=gpu_row("g2", mig_enabled=True, partitions=[SLICE]))
+        await store.upsert_gpu(row=gpu_row("g1"))
+        await store.upsert_gpu(row=gpu_row("g3", node="n2"))
+
+    async with subject.units() as store:
+        found = await store.node_gpus("n1")
+        assert await store.node_gpus("n-unknown") == []
+
+    assert found == [
+        StoredGpu(**gpu_row("g1")),
+        StoredGpu(**gpu_row("g2", mig_enabled=True, partitions=[SLICE])),
+    ]

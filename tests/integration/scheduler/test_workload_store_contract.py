@@ -534,3 +534,38 @@ async def test_the_placer_is_woken_by_committed_submissions_and_exits_and_not_by
     async with subject.units() as store:
         await store.wake_placer()
     assert await subject.wakes(3) == 3
+
+
+def _grant(gpu: str, slot: str = "") -> dict[str, Any]:
+    return {"gpu": gpu, "node": "n1", "slot": slot, "units": 8, "kind": "whole"}
+
+
+async def test_placements_swap_their_slots_and_a_nodes_live_placements_leave_out_migrating_ones(
+    subject: Subject,
+) -> None:
+    await place(subject, "w1", "p1", slots=[("g1", "")])
+    await place(subject, "w2", "p2", slots=[("g2", "")])
+    await place(subject, "w3", "p3", slots=[("g3", "")])
+    async with subject.units() as store:
+        await store.mark_migrating("p3")
+
+    async with subject.units() as store:
+        await store.regrant({"p1": [_grant("g2")], "p2": [_grant("g1")]})
+
+    assert await subject.held() == {("g2", ""): "p1", ("g1", ""): "p2"}
+    assert await placement_of(subject, "p1") == replace(live("p1", "w1"), grants=[_grant("g2")])
+    async with subject.units() as store:
+        assert [p.placement_id for p in await store.live_placements_on("n1")] == ["p1", "p2"]
+        assert await store.live_placements_on("n-unknown") == []
+
+
+async def test_a_regrant_onto_a_slot_another_placement_keeps_is_refused(subject: Subject) -> None:
+    await place(subject, "w1", "p1", slots=[("g1", "")])
+    await place(subject, "w2", "p2", slots=[("g2", "")])
+
+    with refused_by_a_unique_index():
+        async with subject.units() as store:
+            await store.regrant({"p1": [_grant("g2")]})
+
+    assert await subject.held() == {("g1", ""): "p1", ("g2", ""): "p2"}
+    assert await placement_of(subject, "p1") == live("p1", "w1")

@@ -68,7 +68,7 @@ def _agent(isolation: Isolation, tmp_path: Path, log: Path) -> subprocess.Popen[
         TELEMETRY_AGENT_MODE="simulated",
         TELEMETRY_AGENT_RUNNER="process",
         TELEMETRY_FLEET_FILE=str(tmp_path / "fleet.yaml"),
-        TELEMETRY_SAMPLE_INTERVAL_S="0.5",
+        TELEMETRY_SAMPLE_INTERVAL_S="0.25",
         TELEMETRY_AGENT_WORKLOAD_DIR=str(tmp_path / "runs"),
     )
     with log.open("ab") as out:
@@ -123,7 +123,7 @@ async def test_an_agent_killed_9_adopts_its_running_workload_and_reports_the_one
             events = await reader.wait_for(
                 lambda evs: len(_exited(evs)) == 2, timeout=30, what="the adopted one's exit"
             )
-            await asyncio.sleep(1.5)  # three more ticks: nothing is told twice
+            await asyncio.sleep(0.75)  # three more ticks: nothing is told twice
             events = await reader.poll()
     finally:
         go_short.touch()

@@ -118,3 +118,20 @@ async def test_placements_and_ends_of_a_unit_of_work_that_does_not_commit_are_no
         await store.remove_placement(placement_id="p1")
 
     assert await subject.allocations() == [row("g1", "wl-1")]
+
+
+async def test_a_moved_placement_holds_its_new_gpus_in_its_place_and_an_ended_one_stays_gone(
+    subject: Subject,
+) -> None:
+    await place(subject, "p1", gpus=["g1", "g2"], at=T0, workload="wl-1")
+    await place(subject, "p2", gpus=["g9"], at=T0 + timedelta(minutes=1), workload="wl-2")
+    await place(subject, "p3", gpus=["g5"], at=T0, workload="wl-3")
+    await end(subject, "p3")
+
+    async with subject.units() as store:
+        await store.move_placement(placement_id="p1", gpus=["g3", "g2"])
+        await store.move_placement(placement_id="p3", gpus=["g6"])
+
+    found = await subject.allocations()
+    assert sorted(found[:2], key=lambda r: r.gpu_uuid) == [row("g2", "wl-1"), row("g3", "wl-1")]
+    assert found[2:] == [row("g9", "wl-2")]

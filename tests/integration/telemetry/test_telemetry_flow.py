@@ -59,8 +59,10 @@ async def test_simulated_fleet_is_live_in_redis_rolled_up_exported_and_signals_x
         families = {f.name: f for f in text_string_to_metric_families(exposition.text)}
         util = families["DCGM_FI_DEV_GPU_UTIL"]
         assert len(util.samples) == GPUS_IN_FLEET
-        assert set(util.samples[0].labels) == {"gpu", "uuid", "node", "model", "workload", "tenant"}
-        assert families["DCGM_FI_DEV_XID_ERRORS"].type == "counter"
+        dcgm = {"gpu", "UUID", "device", "modelName", "Hostname"}
+        assert set(util.samples[0].labels) == dcgm | {"uuid", "node", "model", "workload", "tenant"}
+        assert families["DCGM_EXP_XID_ERRORS_TOTAL"].type == "counter"
+        assert families["DCGM_FI_DEV_XID_ERRORS"].type == "gauge"
 
         target = gpu_uuid(hostname="tnode-a", index=0)
 
@@ -204,32 +206,38 @@ async def test_placed_job_starts_is_labelled_for_its_tenant_only_and_exits(
         assert time.monotonic() - started_at >= 8.0 - 1.0  # start-up delay plus the job's duration
 
 
-async def test_an_injected_xid_is_exported_under_its_code_and_the_gpus_other_series_go(
+async def test_an_injected_xid_counts_up_from_its_zero_series_and_becomes_the_last_xid(
     isolation: Isolation, tmp_path: Path
 ) -> None:
     async with telemetry_stack(isolation, tmp_path) as stack:
         client = stack.client
         gpu = gpu_uuid(hostname="tnode-a", index=2)
 
-        async def xid_series() -> dict[str | None, float] | None:
+        async def xid_series() -> dict[str, float] | None:
+            """The GPU's XID 63 count and its last XID (the DCGM_FI_DEV_XID_ERRORS gauge)."""
             text = (await client.get("/metrics/gpus", headers=ADMIN_HEADERS)).text
             families = {f.name: f for f in text_string_to_metric_families(text)}
-            family = families.get("DCGM_FI_DEV_XID_ERRORS")
-            series = (
-                {s.labels.get("xid"): s.value for s in family.samples if s.labels["uuid"] == gpu}
-                if family
-                else {}
-            )
-            return series or None
+            names = ("DCGM_EXP_XID_ERRORS_TOTAL", "DCGM_FI_DEV_XID_ERRORS")
+            series = {
+                name: s.value
+                for name in names
+                for s in (families[name].samples if name in families else [])
+                if s.labels["uuid"] == gpu and s.labels.get("xid", "63") == "63"
+            }
+            return series if len(series) == len(names) else None
 
-        assert await eventually(xid_series, timeout=40, interval=0.2, what="the GPU exported") == {None: 0.0}
+        exported = await eventually(xid_series, timeout=40, interval=0.2, what="the GPU exported")
+        assert exported == {"DCGM_EXP_XID_ERRORS_TOTAL": 0.0, "DCGM_FI_DEV_XID_ERRORS": 0.0}
         injected = await client.post(
             "/v1/admin/sim/faults", headers=ADMIN_HEADERS, json={"gpu_uuid": gpu, "fault": "xid", "xid": 63}
         )
         assert injected.status_code == 202, injected.text
 
-        async def labelled() -> dict[str | None, float] | None:
+        async def counted() -> dict[str, float] | None:
             series = await xid_series()
-            return series if series and None not in series else None
+            return series if series and series["DCGM_EXP_XID_ERRORS_TOTAL"] else None
 
-        assert await eventually(labelled, timeout=20, interval=0.2, what="XID 63 exported") == {"63": 1.0}
+        assert await eventually(counted, timeout=20, interval=0.2, what="XID 63 exported") == {
+            "DCGM_EXP_XID_ERRORS_TOTAL": 1.0,
+            "DCGM_FI_DEV_XID_ERRORS": 63.0,
+        }

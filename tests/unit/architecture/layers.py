@@ -3,7 +3,7 @@
 A service is ``services/<name>/`` with wiring modules at its top and four layers below:
 
 - ``domain/``: pure rules and models. The standard library (less its IO, clock and process modules),
-  pydantic, and the service's own domain. No clock reads, no fresh ids.
+  pydantic, promql_parser (a pure parser), and the service's own domain. No clock reads, no fresh ids.
 - ``service/``: use cases, handlers and loops. Its own domain, service and adapters, and ``libs``; no HTTP
   framework and no driver.
 - ``adapters/``: stores, Redis, hosts and external systems. Its own domain and adapters, ``libs`` and the
@@ -40,7 +40,8 @@ IMPURE_STDLIB = frozenset(
         "logging", "io", "glob", "importlib", "concurrent", "uuid", "random",
     }
 )  # fmt: skip
-DOMAIN_THIRD_PARTY = frozenset({"pydantic", "pydantic_core", "typing_extensions"})
+#: promql_parser: a pure parser (Rust, no IO), so alerting's domain can read PromQL as Prometheus does.
+DOMAIN_THIRD_PARTY = frozenset({"pydantic", "pydantic_core", "typing_extensions", "promql_parser"})
 CLOCK_CALLS = frozenset({"now", "utcnow", "today", "monotonic", "perf_counter", "time_ns"})
 ID_CALLS = frozenset({"uuid1", "uuid4", "token_hex", "token_bytes", "token_urlsafe"})
 
@@ -121,7 +122,7 @@ def check_import(*, layer: str, service: str, module: str) -> str | None:
             return None
         if root in sys.stdlib_module_names:
             return f"the domain is pure: no {root}" if root in IMPURE_STDLIB else None
-        return f"the domain imports only the standard library, pydantic and itself, not {root}"
+        return f"the domain imports only the standard library, pydantic, promql_parser and itself, not {root}"
     if root in DRIVERS and layer not in {"adapters", "wiring"}:
         return f"only adapters (and the wiring) touch the driver {root}"
     if root in HTTP and layer not in {"api", "wiring"}:

@@ -131,6 +131,10 @@ def test_every_error_response_is_the_error_shape(apps: dict[str, FastAPI]) -> No
         for status, response in operation["responses"].items():
             if int(status) < 400 or path == "/readyz":
                 continue
+            if path.startswith("/api/v2/") and status in ("400", "404"):
+                # Alertmanager's API (amtool's) answers these as a JSON string naming the problem.
+                assert response["content"]["application/json"]["schema"] == {"type": "string"}, where
+                continue
             schema = response["content"]["application/json"]["schema"]
             assert schema == {"$ref": "#/components/schemas/ErrorBody"}, f"{where} {status}"
     for app in apps.values():

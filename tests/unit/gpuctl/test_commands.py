@@ -246,6 +246,38 @@ def test_rules_import_sends_the_file_as_yaml(cli: Cli, tmp_path: Path) -> None:
     assert (sent.content, sent.headers["content-type"]) == (b"groups: []\n", "application/yaml")
 
 
+def test_rules_import_replace_asks_to_replace_and_shows_the_warnings(cli: Cli, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("groups: []\n")
+    warning = "alert 'A' matches label 'xid', which no series has"
+    done = {"imported": ["A"], "replaced": ["A"], "warnings": [warning]}
+    cli.api.on("POST", "alerting", "/v1/rules/import", done)
+    result = cli("rules", "import", "--replace", str(rules))
+    assert result.code == 0
+    assert result.out.splitlines() == [
+        "imported 1 rule(s): A",
+        "replaced: A",
+        "warning: alert 'A' matches label 'xid', which no series has",
+    ]
+    assert cli.api.requests("POST", "/v1/rules/import")[0].url.params["replace"] == "true"
+
+
+def test_rules_ls_shows_the_condition_and_mode_a_promql_rule_by_its_expression(cli: Cli) -> None:
+    stream = {"name": "Hot", "kind": "threshold", "metric": "gpu_temp_c", "comparator": ">",
+              "threshold": 90, "for": "1m", "severity": "page", "owner_tenant": None, "mode": "stream",
+              "expr": None}  # fmt: skip
+    promql = {**stream, "name": "NodeHot", "kind": "promql", "mode": "prometheus",
+              "expr": "max by (node) (gpucloud_gpu_temp_c) > 90"}  # fmt: skip
+    cli.api.on("GET", "alerting", "/v1/rules", [stream, promql])
+    result = cli("rules", "ls")
+    assert result.code == 0
+    hot, node_hot = (line for line in result.out.splitlines() if line.startswith(("Hot ", "NodeHot ")))
+    assert "gpu_temp_c > 90" in hot
+    assert "stream" in hot
+    assert "max by (node) (gpucloud_gpu_temp_c) > 90" in node_hot
+    assert "prometheus" in node_hot
+
+
 def test_top_once_as_json_is_the_latest_samples(cli: Cli) -> None:
     cli.api.on("GET", "telemetry", "/v1/gpus/latest", samples.LATEST)
     result = cli("top", "-o", "json", "--node", "gpu-a100-02")
@@ -263,3 +295,37 @@ def test_admin_tenants_create_quiet_prints_only_the_new_key(cli: Cli) -> None:
     result = cli("admin", "tenants", "create", "globex", "--name", "Globex", "-q")
     assert (result.code, result.out) == (0, "gck_k1_secret\n")
     assert cli.api.body("POST", "/v1/admin/tenants") == {"tenant_id": "globex", "name": "Globex"}
+
+
+def test_incidents_describe_shows_the_hosts_device_actions_with_exit_status_and_what_they_said(
+    cli: Cli,
+) -> None:
+    detail = samples.incident("escalated") | {
+        "actions": [
+            {
+                "command_id": "inc-b8441e16bfdc4ad4:reboot_node:4",
+                "action": "reboot_node",
+                "outcome": "failed",
+                "node": "gpu-a100-01",
+                "gpu": None,
+                "reason": "command exited 1",
+                "commands": [["systemctl", "reboot"]],
+                "exit_code": 1,
+                "output": "\nFailed to reboot: Access denied\nmore",
+                "at": "2026-12-02T03:30:40.000000Z",
+            }
+        ]
+    }
+    cli.api.on("GET", "recovery", "/v1/incidents/inc-1", detail)
+    result = cli("incidents", "describe", "inc-1")
+    assert result.code == 0, result.err
+    row = next(r for r in result.out.splitlines() if "reboot_node" in r and "failed" in r)
+    assert row.split()[2:5] == ["reboot_node", "failed", "1"]  # after the AT column (date, time)
+    assert "command exited 1; Failed to reboot: Access denied" in " ".join(result.out.split())
+
+
+def test_incidents_describe_without_device_actions_shows_no_actions_table(cli: Cli) -> None:
+    cli.api.on("GET", "recovery", "/v1/incidents/inc-1", samples.incident("migrating", progress=30))
+    result = cli("incidents", "describe", "inc-1")
+    assert result.code == 0, result.err
+    assert "OUTCOME" not in result.out

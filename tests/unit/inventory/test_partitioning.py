@@ -11,8 +11,8 @@ from services.inventory.domain.errors import (
     TimeSliceRefusedError,
 )
 from services.inventory.domain.mig import MigRequest
-from services.inventory.domain.partitioning import reconfigure_mig, set_time_slice
-from services.inventory.domain.records import Gpu, PartitionKind
+from services.inventory.domain.partitioning import name_mig_devices, reconfigure_mig, set_time_slice
+from services.inventory.domain.records import DiscoveredGpu, Gpu, PartitionKind
 from services.inventory.domain.timeslice import WorkloadKind
 from tests.unit.inventory.factories import allocation, one_node
 
@@ -96,3 +96,36 @@ def test_time_slicing_a_busy_gpu_is_refused(gpu: Gpu) -> None:
     held = [allocation(id="a9", gpu_uuid=gpu.uuid, units=Decimal(1))]
     with pytest.raises(ReconfigurationConflictError):
         set_time_slice(gpu=gpu, ratio=2, workload_kind=WorkloadKind.INFERENCE, allocations=held)
+
+
+def test_mig_device_uuids_name_partitions_by_profile_and_slot(catalog: Catalog, gpu: Gpu) -> None:
+    layout = [MigRequest(profile="4g.40gb"), MigRequest(profile="1g.10gb"), MigRequest(profile="1g.10gb")]
+    parts = reconfigure_mig(gpu=gpu, requests=layout, catalog=catalog, allocations=()).partitions
+    found = [
+        MigRequest(profile="1g.10gb", start=5),
+        MigRequest(profile="4g.40gb"),
+        MigRequest(profile="1g.10gb"),
+    ]
+
+    named = name_mig_devices(parts, instances=found, device_uuids=["MIG-5", "MIG-4g", "MIG-x"])
+
+    assert [p.id for p in named] == [p.id for p in parts]
+    # The slotless 1g.10gb is one of two of its profile: which partition it is cannot be told.
+    assert [(p.profile, p.start, p.device_uuid) for p in named] == [
+        ("4g.40gb", 0, "MIG-4g"),
+        ("1g.10gb", 4, None),
+        ("1g.10gb", 5, "MIG-5"),
+    ]
+
+
+def test_a_discovered_gpu_with_another_count_of_mig_uuids_than_instances_is_refused() -> None:
+    with pytest.raises(ValueError, match="GPU g1: 1 MIG device UUIDs for 2 MIG instances"):
+        DiscoveredGpu(
+            uuid="g1",
+            index=0,
+            model="A100-80GB",
+            pci_bus_id="0000:01:00.0",
+            mig_enabled=True,
+            mig_instances=(MigRequest(profile="1g.10gb"), MigRequest(profile="1g.10gb")),
+            mig_device_uuids=("MIG-1",),
+        )

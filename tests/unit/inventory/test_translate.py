@@ -18,6 +18,7 @@ from services.inventory.service.translate import (
     drain_action,
     gpu_registered,
     labels_from_dict,
+    partitions_changed,
     return_action,
 )
 from tests.unit.inventory.factories import AT, one_node
@@ -80,3 +81,43 @@ def test_recovery_targets_map_to_health_actions() -> None:
     assert return_action(GpuHealth.DRAINING) is HealthAction.UNDRAIN
     assert return_action(GpuHealth.FAILED) is HealthAction.RECOVER
     assert return_action(GpuHealth.HEALTHY) is None
+
+
+def _mig_event(uuids: tuple[str | None, str | None]) -> NodeDiscoveredV1:
+    instances = [
+        DiscoveredMigInstance(profile="3g.40gb", slot=0, uuid=uuids[0]),
+        DiscoveredMigInstance(profile="3g.40gb", slot=4, uuid=uuids[1]),
+    ]
+    gpu = DiscoveredGpu(uuid="GPU-1", index=0, model="A100-SXM4-80GB", memory_bytes=80 * 1024 * MIB,
+                        mig_enabled=True, mig_instances=instances)  # fmt: skip
+    return NodeDiscoveredV1(node="h1", gpus=[gpu], source="nvml")
+
+
+def test_discovered_mig_device_uuids_reach_the_registered_and_partitions_changed_events(
+    catalog: Catalog,
+) -> None:
+    discovery, _ = discovery_from_agent(event=_mig_event(("MIG-a", "MIG-b")), catalog=catalog)
+    first = apply_discovery(current=None, discovery=discovery, catalog=catalog, at=AT)
+
+    (registered,) = [e for e in discovery_events(result=first) if isinstance(e, GpuRegisteredV1)]
+    expected = [("GPU-1/mig/3g.40gb@0", "MIG-a"), ("GPU-1/mig/3g.40gb@4", "MIG-b")]
+    assert [(p.partition_id, p.device_uuid) for p in registered.partitions] == expected
+    changed = partitions_changed(gpu=first.inventory.gpus[0])
+    assert [(p.partition_id, p.device_uuid) for p in changed.partitions] == expected
+
+
+def test_recreated_mig_instances_keep_their_partition_ids_and_register_their_new_uuids(
+    catalog: Catalog,
+) -> None:
+    discovery, _ = discovery_from_agent(event=_mig_event(("MIG-a", "MIG-b")), catalog=catalog)
+    first = apply_discovery(current=None, discovery=discovery, catalog=catalog, at=AT)
+    again, _ = discovery_from_agent(event=_mig_event(("MIG-c", None)), catalog=catalog)
+
+    second = apply_discovery(current=first.inventory, discovery=again, catalog=catalog, at=AT)
+
+    (registered,) = discovery_events(result=second)
+    assert isinstance(registered, GpuRegisteredV1)
+    assert [(p.partition_id, p.device_uuid) for p in registered.partitions] == [
+        ("GPU-1/mig/3g.40gb@0", "MIG-c"),
+        ("GPU-1/mig/3g.40gb@4", None),
+    ]

@@ -25,7 +25,7 @@ def _deps(catalog: FaultCatalog) -> RecoveryDeps:
 
 
 def _uow(store: FakePlacementStore) -> FakeRecoveryUnitOfWork:
-    # It has no connection: a handler that reached for SQL (the incidents) would fail the test.
+    # Its incidents are in memory and none is open: these handlers act on the placement map alone.
     return FakeRecoveryUnitOfWork(store)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -421,3 +422,36 @@ async def test_a_short_end_offsets_answer_does_not_make_the_last_batch_of_histor
     consumer.logs[CMDS].append(_command("new"))
     agent.intake.apply_batches(await consumer.getmany())
     assert [c.command_id for c in agent.commands] == ["new"]
+
+
+async def test_caught_up_is_told_once_the_history_is_applied_and_not_before() -> None:
+    agent = _agent()
+    told: list[str] = []
+    agent.intake.when_caught_up(lambda: told.append("before"))
+    await _started(agent, FakeConsumer({SCHED: list(HISTORY), CMDS: [_command("old")]}))
+    assert agent.intake.caught_up
+    assert told == ["before"]
+    agent.intake.when_caught_up(lambda: told.append("after"))  # already caught up: at once
+    assert told == ["before", "after"]
+
+
+async def test_a_catch_up_past_its_deadline_tells_caught_up_only_when_listen_reaches_the_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(intake_module, "CATCH_UP_S", 0.0)
+    agent = _agent()
+    told: list[bool] = []
+    stop = asyncio.Event()
+
+    def caught_up() -> None:
+        told.append(bool(agent.book.allocations()))
+        stop.set()  # listen() stops after this batch
+
+    agent.intake.when_caught_up(caught_up)
+    consumer = FakeConsumer({SCHED: list(HISTORY), CMDS: [_command("old")]})
+    consumer.silent_fetches = 1
+    await _started(agent, consumer)
+    assert not agent.intake.caught_up
+    assert told == []
+    await asyncio.wait_for(agent.intake.listen(consumer, stop), timeout=5.0)
+    assert told == [True]  # told once, with the history's placements in the book

@@ -92,6 +92,10 @@ def test_exposition_parses_with_dcgm_names_and_allocation_labels_and_skips_lost_
     assert [s.value for s in util.samples] == [42.5, 1.0]
     assert util.samples[0].labels == {
         "gpu": "0",
+        "UUID": "GPU-1",
+        "device": "nvidia0",
+        "modelName": "H100",
+        "Hostname": "n",
         "uuid": "GPU-1",
         "node": "n",
         "model": "H100",
@@ -100,21 +104,7 @@ def test_exposition_parses_with_dcgm_names_and_allocation_labels_and_skips_lost_
     }
     assert util.samples[1].labels["uuid"] == 'GPU-"odd\\'
     assert families["DCGM_FI_DEV_FB_USED_PERCENT"].samples[0].value == 25.0
-    assert families["DCGM_FI_DEV_XID_ERRORS"].type == "counter"
-
-
-def test_xid_errors_are_exported_per_xid_code_and_a_gpu_without_any_keeps_one_unlabelled_series() -> None:
-    text = render(
-        [
-            {**GPU, "node": "n", "xid_count": 3, "xid_counts": {"79": 2, "13": 1}},
-            {"gpu": "GPU-2", "index": 1, "node": "n", "xid_count": 0},
-            {"gpu": "GPU-3", "index": 2, "node": "n", "xid_count": 4},  # an agent that sends only the total
-        ]
-    )
-    [family] = [f for f in text_string_to_metric_families(text) if f.name == "DCGM_FI_DEV_XID_ERRORS"]
-    assert family.type == "counter"
-    series = {(s.labels["uuid"], s.labels.get("xid")): s.value for s in family.samples}
-    assert series == {("GPU-1", "13"): 1.0, ("GPU-1", "79"): 2.0, ("GPU-2", None): 0.0, ("GPU-3", None): 4.0}
+    assert families["DCGM_EXP_XID_ERRORS_TOTAL"].type == "counter"
 
 
 def test_fast_sample_wire_format_decodes_as_the_same_sample_batch_event() -> None:

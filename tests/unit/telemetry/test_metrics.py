@@ -14,7 +14,7 @@ from tests.unit.telemetry.conftest import T0
 def test_the_twelve_core_metrics_have_distinct_dcgm_style_names() -> None:
     names = [spec.prometheus for spec in METRICS]
     assert len(names) == len(set(names))
-    assert all(name.startswith("DCGM_FI_") for name in names)
+    assert all(name.startswith(("DCGM_FI_", "DCGM_EXP_")) for name in names)
     assert PROMETHEUS_NAMES["sm_util_pct"] == "DCGM_FI_DEV_GPU_UTIL"
     assert PROMETHEUS_NAMES["fb_used_bytes"] == "DCGM_FI_DEV_FB_USED"
 

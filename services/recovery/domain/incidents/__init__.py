@@ -5,11 +5,13 @@ to send. Events arrive at least once and sometimes late, so a transition that do
 incident's state is ignored (the incident comes back unchanged), never an error.
 
 The parts: ``_model`` (the incident, its states and policy), ``_scope`` (what a drain covers and holds),
-``_lifecycle`` (the recovery steps) and ``_adoption`` (workloads found on drained hardware).
+``_lifecycle`` (the recovery steps), ``_adoption`` (workloads found on drained hardware) and ``_actions``
+(what the hosts report of the resets and reboots asked for).
 """
 
 from __future__ import annotations
 
+from services.recovery.domain.incidents._actions import asked_action, host_action_of, record_host_action
 from services.recovery.domain.incidents._adoption import adopt_workloads, move_strays, still_moving
 from services.recovery.domain.incidents._lifecycle import (
     check_deadline,
@@ -51,15 +53,18 @@ __all__ = [
     "StateChange",
     "Transition",
     "adopt_workloads",
+    "asked_action",
     "check_deadline",
     "deadline_of",
     "drain_completed",
     "drain_in_effect",
     "drains_node",
+    "host_action_of",
     "leaves_out_of_service",
     "move_strays",
     "record_failure",
     "record_health_check",
+    "record_host_action",
     "record_progress",
     "requested_drain",
     "start_diagnosis",

@@ -10,6 +10,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 from services.recovery.domain.classify import Classification
 from services.recovery.domain.commands import Command, Escalate
 from services.recovery.domain.correlate import Diagnosis, RecentFault
+from services.recovery.domain.host_actions import HostActionResult
 from services.recovery.domain.workload_moves import Migration
 
 
@@ -78,6 +79,9 @@ class Incident(BaseModel):
     history: tuple[StateChange, ...] = ()
     repeat_of: str | None = Field(
         default=None, description="Recovered incident this fault repeats within the fold window"
+    )
+    actions: tuple[HostActionResult, ...] = Field(
+        default=(), description="Resets and reboots the hosts reported for this incident, oldest first"
     )
 
     @property

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -33,6 +33,20 @@ UPDATE placements SET ended_at = $2, outcome = $3, quota_released = $4 WHERE pla
   AND ended_at IS NULL RETURNING {PLACEMENT}
 """
 FREE_SLOTS = "DELETE FROM held_slots WHERE placement_id = $1"
+#: The live placements of a node that hold their slots (a migrating one freed them), locked in id order.
+LIVE_ON_NODE = f"""
+SELECT {PLACEMENT} FROM placements WHERE node = $1 AND ended_at IS NULL AND NOT migrating
+ORDER BY placement_id FOR UPDATE
+"""
+FREE_SLOTS_OF = "DELETE FROM held_slots WHERE placement_id = ANY($1::text[])"
+SET_GRANTS = """
+UPDATE placements p SET grants = v.grants::jsonb FROM unnest($1::text[], $2::text[]) AS v(pid, grants)
+WHERE p.placement_id = v.pid
+"""
+HOLD_SLOTS = """
+INSERT INTO held_slots (gpu_uuid, slot, placement_id)
+SELECT g, s, pid FROM unnest($1::text[], $2::text[], $3::text[]) AS v(g, s, pid)
+"""
 MARK_MIGRATING = "UPDATE placements SET migrating = true WHERE placement_id = $1"
 SCHEDULE_PREEMPTION = f"""
 UPDATE placements SET preempt_deadline = $2, preempted_for = $3
@@ -156,6 +170,19 @@ class PlacementRows(Rows):
     async def live_placements(self) -> list[StoredPlacement]:
         """Every placement not ended."""
         return [StoredPlacement(*r) for r in await self.conn.fetch(LIVE_PLACEMENTS)]
+
+    async def live_placements_on(self, node: str) -> list[StoredPlacement]:
+        """The live placements of a node holding their slots (not migrating), locked in id order."""
+        return [StoredPlacement(*r) for r in await self.conn.fetch(LIVE_ON_NODE, node)]
+
+    async def regrant(self, grants: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        """Give each placement these grants and the slots they name; all slots are freed before any is
+        held again, so placements may swap them (a slot held twice raises UniqueViolationError)."""
+        pids = list(grants)
+        slots = [(g["gpu"], g["slot"], pid) for pid in pids for g in grants[pid]]
+        await self.conn.execute(FREE_SLOTS_OF, pids)
+        await self.conn.execute(SET_GRANTS, pids, [as_json(list(grants[pid])) for pid in pids])
+        await self.conn.execute(HOLD_SLOTS, *([s[i] for s in slots] for i in range(3)))
 
     async def end_placement(
         self, placement_id: str, *, outcome: str, at: datetime, released: bool = False

@@ -1,10 +1,13 @@
 """What the agent reads: scheduler records into its book of placements, commands, and the checkpoint.
 
-At start the agent applies the history of `scheduler.workloads` and `telemetry.agent` as it stood then
+At start the agent applies the history of `scheduler.workloads` and `telemetry.agent` (and reads
+`inventory.events` for its GPUs' partition changes) as it stood then
 (the end offsets it captures first) as history: placements rebuild the book, commands from then are
 stale and skipped. With TELEMETRY_AGENT_STATE_DIR the history is the checkpoint's kept records plus
 what came after its positions (checkpoint.py); without it, or when the checkpoint is refused, it is
-both topics from the earliest offset. Records past the captured ends are live, whenever they are read.
+the topics from the earliest offset. Records past the captured ends are live, whenever they are read.
+Partition changes are desired states, not one-off commands: they are handed on in history and live alike
+(the agent skips a layout its GPU already has).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from libs.common.bus.kafka import DEFAULT_FETCH_MAX_WAIT_MS
 from libs.common.events import EVENT_TYPES, Event, EventDecodeError, decode
 from libs.common.events import topics as t
 from libs.common.events.agent import HostActionRequestedV1, SimFaultRequestedV1, WorkloadProfileSetV1
+from libs.common.events.inventory import GpuPartitionsChangedV1
+from libs.common.events.scheduler import WorkloadReallocatedV1
 from services.telemetry.adapters.agent.checkpoint import (
     FILE_NAME,
     Checkpoint,
@@ -38,10 +43,20 @@ from services.telemetry.adapters.agent.checkpoint import (
 )
 from services.telemetry.adapters.agent.resume import resume
 
-__all__ = ["CATCH_UP_S", "CHECKPOINT_EVERY_S", "Book", "Command", "Intake", "IntakeSettings"]
+__all__ = [
+    "CATCH_UP_S",
+    "CHECKPOINT_EVERY_S",
+    "Book",
+    "Command",
+    "Intake",
+    "IntakeSettings",
+    "PartitionsChanged",
+]
 
 log = logging.getLogger(__name__)
 Command = SimFaultRequestedV1 | WorkloadProfileSetV1 | HostActionRequestedV1
+#: Called with an inventory partitions change of this agent's GPUs and the change's event id.
+PartitionsChanged = Callable[[GpuPartitionsChangedV1, str], None]
 CATCH_UP_S = 30.0  # the first tick waits at most this long for the history (samples must flow)
 CHECKPOINT_EVERY_S = 5.0  # at most one checkpoint write per this many seconds
 
@@ -75,10 +90,13 @@ class Intake:
         book: Book,
         gpus: frozenset[str],
         command: Callable[[Command], None],
+        partitions: PartitionsChanged | None = None,
     ) -> None:
         self._s = settings
         self._book = book
         self._command = command
+        self._partitions = partitions
+        self._gpus = gpus
         self._kept = KeptRecords(holds=book.holds)
         self._origin = Origin.of(
             bootstrap=settings.kafka_bootstrap_servers, topic_prefix=settings.kafka_topic_prefix, gpus=gpus
@@ -89,6 +107,27 @@ class Intake:
         self.first_offsets: dict[TopicPartition, int] = {}  # the first offset read per partition
         self.restored = 0  # records re-applied from the checkpoint
         self.refused: str | None = None  # why the checkpoint was not used, when there was one
+        #: True once every record of the history is applied (at the end of catch_up, or later in listen
+        #: when catch_up ran out of time); then the callbacks of when_caught_up run, once each.
+        self.caught_up = False
+        self._on_caught_up: list[Callable[[], None]] = []
+
+    def when_caught_up(self, callback: Callable[[], None]) -> None:
+        """Call back once the whole history is applied (at once when it already is): what is decided from
+        the whole book (a Pod with no placement is an orphan; a GPU is idle) waits for it."""
+        if self.caught_up:
+            callback()
+        else:
+            self._on_caught_up.append(callback)
+
+    def _reached_end(self) -> None:
+        self.caught_up = True
+        callbacks, self._on_caught_up = self._on_caught_up, []
+        for callback in callbacks:
+            callback()
+
+    async def _at_end(self, consumer: AIOKafkaConsumer) -> bool:
+        return all([await consumer.position(tp) >= end for tp, end in self._ends.items()])
 
     @property
     def path(self) -> Path | None:
@@ -101,6 +140,7 @@ class Intake:
         return AIOKafkaConsumer(
             self._scheduler_topic,
             self._s.topic(t.NODE_AGENT),
+            self._s.topic(t.INVENTORY),
             bootstrap_servers=self._s.kafka_bootstrap_servers,
             group_id=None,
             auto_offset_reset="earliest",
@@ -127,7 +167,8 @@ class Intake:
         self.apply_batches(first)
         deadline = time.monotonic() + CATCH_UP_S
         while time.monotonic() < deadline:
-            if all([await consumer.position(tp) >= end for tp, end in self._ends.items()]):
+            if await self._at_end(consumer):
+                self._reached_end()
                 return
             self.apply_batches(await consumer.getmany(timeout_ms=200, max_records=1000))
         log.warning("history not read within %.0fs: ticking meanwhile, it stays history", CATCH_UP_S)
@@ -136,6 +177,9 @@ class Intake:
         """Apply records as they come until stop is set."""
         while not stop.is_set():
             self.apply_batches(await consumer.getmany(timeout_ms=200, max_records=1000))
+            if not self.caught_up and await self._at_end(consumer):
+                log.info("history read: decisions that need the whole book go ahead")
+                self._reached_end()
 
     def apply_batches(self, batches: Mapping[TopicPartition, Sequence[ConsumerRecord[bytes, bytes]]]) -> None:
         """Apply fetched records; those before the history's end are never live."""
@@ -159,7 +203,13 @@ class Intake:
             if live:
                 self._command(event)
             return
-        workload_id = kept_workload(event) if keep else None
+        if isinstance(event, GpuPartitionsChangedV1):
+            if self._partitions is not None and event.gpu_uuid in self._gpus:
+                self._partitions(event, envelope.id)
+            return
+        # A reallocation changes which GPUs a held placement's samples go to: the checkpoint keeps it too.
+        reallocated = event.workload_id if isinstance(event, WorkloadReallocatedV1) else None
+        workload_id = (kept_workload(event) or reallocated) if keep else None
         was_held = workload_id is not None and self._book.holds(workload_id)
         self._book.apply(event, at=envelope.time)
         if workload_id is not None:

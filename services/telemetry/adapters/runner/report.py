@@ -40,3 +40,6 @@ class RunnerReport:
     bytes_total: int | None = None
     restored: bool | None = None
     last: bool = False
+    #: At started: the devices the host actually gave it, when the runner reads them back (Kubernetes'
+    #: device plugin chooses them); None: as placed.
+    gpu_uuids: tuple[str, ...] | None = None

@@ -42,12 +42,19 @@ class FaultKind(StrEnum):
 
 
 def apply_fault(
-    gpu: SimGpu, *, fault: FaultKind, xid: int | None = None, leak_pct_per_min: float | None = None
+    gpu: SimGpu,
+    *,
+    fault: FaultKind,
+    xid: int | None = None,
+    leak_pct_per_min: float | None = None,
+    survives_reset: bool = False,
 ) -> None:
     """Change the GPU's state as the fault would; raised XIDs go to gpu.raised_xids.
 
     ``leak_pct_per_min``: a memory leak's growth (default DEFAULT_LEAK_PCT_PER_MIN); other faults ignore it.
+    ``survives_reset``: a reset or reboot leaves the GPU as it is (clear_faults does nothing).
     """
+    gpu.survives_reset = gpu.survives_reset or survives_reset
     if fault is FaultKind.XID:
         _apply_xid(gpu, xid=79 if xid is None else xid)
     elif fault is FaultKind.ECC_BURST:
@@ -77,10 +84,14 @@ def _apply_xid(gpu: SimGpu, *, xid: int) -> None:
         gpu.lost = "GPU has fallen off the bus (XID 79)"
 
 
-def clear_faults(gpu: SimGpu) -> None:
-    """Undo every injected condition, as a node reset would (ECC counters are volatile, so they clear)."""
+def clear_faults(gpu: SimGpu) -> bool:
+    """Undo every injected condition, as a node reset would (ECC counters are volatile, so they clear);
+    False, changing nothing, when a fault injected to survive the reset holds the GPU."""
+    if gpu.survives_reset:
+        return False
     gpu.lost, gpu.power_cap_w, gpu.cooling, gpu.pcie_saturated = None, None, 1.0, False
     gpu.leak_bytes_per_s, gpu.leaked, gpu.ecc_sbe, gpu.ecc_dbe = 0.0, 0.0, 0, 0
+    return True
 
 
 def random_fault(rng: random.Random) -> tuple[FaultKind, int | None]:

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import random
+import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from services.telemetry.adapters.sim import faults
 from services.telemetry.adapters.sim.faults import FaultKind
-from services.telemetry.adapters.sim.gpu import SimGpu, combine, read, step, values
-from services.telemetry.adapters.sim.ids import gpu_uuid
+from services.telemetry.adapters.sim.gpu import SimGpu, SimMigInstance, combine, read, step, values
+from services.telemetry.adapters.sim.ids import GPU_UUID_NAMESPACE, gpu_uuid
 from services.telemetry.adapters.sim.physics import IDLE, PROFILES, Load, ProfileKind, profile_load
 from services.telemetry.adapters.sim.spec import FleetSpec
 from services.telemetry.adapters.sim.workloads import Phase, SimWorkload, WorkloadPlayer, WorkloadReport
 from services.telemetry.domain.gpu_models import GPU_MODELS
 from services.telemetry.domain.metrics import GpuReading, XidEvent
-from services.telemetry.domain.probe import GpuInfo, NodeDiscovery
+from services.telemetry.domain.probe import GpuInfo, MigInstanceInfo, NodeDiscovery
 
 __all__ = ["SimFleet", "UnknownGpu"]
 
@@ -34,6 +36,7 @@ class SimFleet:
         self._nodes: dict[str, list[SimGpu]] = {}
         self._gpus: dict[str, SimGpu] = {}
         self._xids: dict[str, list[XidEvent]] = {}
+        self._mig_generation = 0  # MIG layouts applied so far: each gives fresh MIG UUIDs
         t0 = self._t0 = start.timestamp()
         for node in spec.nodes:
             rng = random.Random(f"{spec.seed}:{node.hostname}")  # per node: call order never changes values
@@ -80,8 +83,19 @@ class SimFleet:
                     model_name=f"NVIDIA {g.spec.name}",
                     memory_bytes=g.spec.memory_bytes,
                     pci_bus_id=bus[g.uuid],
-                    mig_enabled=False if g.spec.mig_capable else None,
+                    mig_enabled=(g.mig is not None) if g.spec.mig_capable else None,
                     nvlink_peers=tuple(bus[p.uuid] for p in linked if p is not g and g in linked),
+                    mig_instances=tuple(
+                        MigInstanceInfo(
+                            mig_uuid=m.uuid,
+                            gpu_instance_id=m.gpu_instance_id,
+                            compute_instance_id=0,
+                            memory_bytes=m.memory_bytes,
+                            profile=m.profile,
+                            slot=m.slot,
+                        )
+                        for m in g.mig or ()
+                    ),
                 )
                 for g in gpus
             ),
@@ -128,13 +142,17 @@ class SimFleet:
         now: datetime,
         xid: int | None = None,
         leak_pct_per_min: float | None = None,
+        survives_reset: bool = False,
     ) -> None:
         """Inject a fault now; XIDs it raises are queued and kill workloads where they would.
 
         ``leak_pct_per_min``: a memory leak's growth in simulated time (None: the default creep).
+        ``survives_reset``: a reset or reboot (clear_faults) leaves the GPU faulty.
         """
         gpu = self.gpu(gpu_uuid)
-        faults.apply_fault(gpu, fault=fault, xid=xid, leak_pct_per_min=leak_pct_per_min)
+        faults.apply_fault(
+            gpu, fault=fault, xid=xid, leak_pct_per_min=leak_pct_per_min, survives_reset=survives_reset
+        )
         self._settle(gpu, now=now)
 
     def node_of(self, gpu_uuid: str) -> str:
@@ -145,9 +163,23 @@ class SimFleet:
         """The GPUs of one node of this fleet (none for another agent's node)."""
         return tuple(g.uuid for g in self._nodes.get(hostname, ()))
 
-    def clear_faults(self, *, gpu_uuid: str) -> None:
-        """Undo injected faults on a GPU, as a reset would."""
-        faults.clear_faults(self.gpu(gpu_uuid))
+    def clear_faults(self, *, gpu_uuid: str) -> bool:
+        """Undo injected faults on a GPU, as a reset would; False when a fault survives it."""
+        return faults.clear_faults(self.gpu(gpu_uuid))
+
+    def apply_mig(self, *, gpu_uuid: str, instances: Sequence[tuple[str, int]]) -> None:
+        """Give a MIG-capable GPU these GPU instances, (profile, memory bytes) each, in placement order:
+        new instance ids, start slots and MIG UUIDs, as a reconfiguration on a real GPU gives."""
+        gpu = self.gpu(gpu_uuid)
+        if not gpu.spec.mig_capable:
+            raise ValueError(f"{gpu.spec.name} ({gpu_uuid}) has no MIG")
+        self._mig_generation += 1
+        layout, slot = [], 0
+        for n, (profile, memory_bytes) in enumerate(instances, start=1):
+            mig = uuid.uuid5(GPU_UUID_NAMESPACE, f"{gpu_uuid}/mig/{self._mig_generation}/{n}")
+            layout.append(SimMigInstance(profile, n, slot, f"MIG-{mig}", memory_bytes))
+            slot += _memory_slices(profile)
+        gpu.mig = tuple(layout)
 
     def assign_workload(
         self,
@@ -211,6 +243,12 @@ class SimFleet:
         if gpu.oom:
             gpu.oom = False
             self.player.fail_gpu(gpu_uuid=gpu.uuid, now=now, reason="CUDA out of memory")
+
+
+def _memory_slices(profile: str) -> int:
+    """Memory slices (of 8) a profile's GPU instance takes: 1g 1, 2g 2, 3g and 4g 4, 7g all 8."""
+    compute = int(profile.partition("g")[0]) if profile[:1].isdigit() else 1
+    return {1: 1, 2: 2, 3: 4, 4: 4}.get(compute, 8)
 
 
 def _workload_load(wl: SimWorkload, *, rng: random.Random) -> Load:

@@ -12,7 +12,7 @@ from services.telemetry.adapters.sim.physics import AMBIENT_C, FULL_POWER_RISE_C
 from services.telemetry.domain.gpu_models import GpuModelSpec
 from services.telemetry.domain.metrics import GpuLost, GpuReading, GpuSample
 
-__all__ = ["DRIVER_RESERVED_BYTES", "SimGpu", "combine", "read", "step", "values"]
+__all__ = ["DRIVER_RESERVED_BYTES", "SimGpu", "SimMigInstance", "combine", "read", "step", "values"]
 
 DRIVER_RESERVED_BYTES = 512 * 1024**2  # CUDA context + driver reservations while anything runs
 UTIL_TAU_S = 2.0
@@ -20,6 +20,17 @@ TEMP_TAU_S = 30.0
 MEM_TEMP_TAU_S = 45.0
 SHUTDOWN_MARGIN_C = 15.0  # beyond the slowdown point the board shuts down and drops off the bus
 THROTTLE_IDLE, THROTTLE_SW_POWER, THROTTLE_HW_THERMAL = 0x1, 0x4, 0x40
+
+
+@dataclass(frozen=True, slots=True)
+class SimMigInstance:
+    """One GPU instance of a simulated MIG layout."""
+
+    profile: str
+    gpu_instance_id: int
+    slot: int
+    uuid: str
+    memory_bytes: int
 
 
 @dataclass(slots=True)
@@ -50,6 +61,8 @@ class SimGpu:
     pcie_saturated: bool = False
     leak_bytes_per_s: float = 0.0
     leaked: float = 0.0
+    survives_reset: bool = False  # an injected fault that a reset or reboot does not clear
+    mig: tuple[SimMigInstance, ...] | None = None  # the MIG layout once one was applied; None: never
     oom: bool = False  # set by step(), consumed by the fleet
     raised_xids: list[int] = field(default_factory=list)  # consumed by the fleet
 

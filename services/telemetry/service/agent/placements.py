@@ -14,7 +14,12 @@ from typing import Literal
 
 from libs.common.events import Event
 from libs.common.events.agent import MigrationStepV1, WorkloadExitedV1, WorkloadStartedV1
-from libs.common.events.scheduler import WorkloadEndedV1, WorkloadMigratingV1, WorkloadPlacedV1
+from libs.common.events.scheduler import (
+    WorkloadEndedV1,
+    WorkloadMigratingV1,
+    WorkloadPlacedV1,
+    WorkloadReallocatedV1,
+)
 from services.telemetry.service.agent.reports import Allocation
 from services.telemetry.service.agent.runner import (
     MovesCheckpoints,
@@ -60,6 +65,17 @@ class PlacementBook:
         """GPU uuid -> (workload id, tenant id), to label samples."""
         return {g: (p.workload_id, p.tenant_id) for p in self._placements.values() for g in p.gpus}
 
+    def holders(self, gpu_uuid: str) -> frozenset[str]:
+        """The workloads that may still run on a GPU: placed there, ended with their exit still to be
+        told, or moved away with the runner's last report of the move still to come."""
+        stopping = (p for stops in self._stopping.values() for p in stops.values())
+        placements = (*self._placements.values(), *stopping, *self._leaving.values())
+        return frozenset(p.workload_id for p in placements if gpu_uuid in p.gpus)
+
+    def holding(self, gpu_uuid: str) -> bool:
+        """Whether any workload may still run on a GPU (see holders): no device action may touch it."""
+        return bool(self.holders(gpu_uuid))
+
     def get(self, workload_id: str) -> Placement | None:
         """A workload's current placement on this agent, if any."""
         return self._placements.get(workload_id)
@@ -87,6 +103,16 @@ class PlacementBook:
                 self._migrating_from[event.workload_id] = event.from_placement_id
         elif isinstance(event, WorkloadEndedV1):
             self._ended(event)
+        elif isinstance(event, WorkloadReallocatedV1):
+            self._reallocated(event)
+
+    def _reallocated(self, event: WorkloadReallocatedV1) -> None:
+        """The placement holds the devices its host gave it: its samples follow them (the run is already
+        on them, so the runner is not told)."""
+        current = self._placements.get(event.workload_id)
+        if current is None or current.placement_id != event.placement_id:
+            return  # an older placement, or not ours
+        current.gpus = tuple(a.gpu_uuid for a in event.allocations if a.gpu_uuid in self._gpus)
 
     def _placed(self, event: WorkloadPlacedV1, *, at: datetime) -> None:
         gpus = tuple(a.gpu_uuid for a in event.allocations if a.gpu_uuid in self._gpus)
@@ -137,6 +163,7 @@ class PlacementBook:
                 duration_s=event.duration_s,
                 run=event.run,
                 at=at,
+                kind=event.kind,
             )
         self._placements[event.workload_id] = new
 
@@ -209,6 +236,7 @@ class PlacementBook:
                 container_id=report.container_id,
                 runner=report.runner,
                 notes=list(report.notes),
+                gpu_uuids=None if report.gpu_uuids is None else list(report.gpu_uuids),
             )
         if report.event == "progress":
             return MigrationStepV1(

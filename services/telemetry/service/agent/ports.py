@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
-__all__ = ["Publisher"]
+from services.telemetry.domain.devices import DeviceResult, MigListing
+
+__all__ = ["DeviceActions", "Publisher"]
 
 
 class Publisher(Protocol):
@@ -33,4 +36,31 @@ class Publisher(Protocol):
 
     async def flush(self) -> None:
         """Wait until every message queued since the last flush is acknowledged; raises when one failed."""
+        ...
+
+
+class DeviceActions(Protocol):
+    """What acts on the host's devices (adapters/devices/: nvidia-smi, the simulated fleet, or the fake).
+    Every action returns what it ran; one that would be wrong to run (an invalid layout, an action this
+    host is not set up for) is refused without running anything."""
+
+    async def mig_profiles(self, *, gpu_uuid: str) -> MigListing:
+        """The GPU instance profiles the GPU offers (listing.profiles)."""
+        ...
+
+    async def mig_instances(self, *, gpu_uuid: str) -> MigListing:
+        """The GPU instances the GPU has now (listing.instances)."""
+        ...
+
+    async def apply_mig(self, *, gpu_uuid: str, profiles: Sequence[str]) -> DeviceResult:
+        """Replace the GPU's instances by one of each profile named (a name twice: two instances);
+        refused when the GPU cannot hold the layout."""
+        ...
+
+    async def reset_gpu(self, *, gpu_uuid: str) -> DeviceResult:
+        """Reset the GPU."""
+        ...
+
+    async def reboot_node(self, *, node: str) -> DeviceResult:
+        """Reboot the node; refused where no way to do it is configured."""
         ...

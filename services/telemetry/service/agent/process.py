@@ -39,6 +39,7 @@ from services.telemetry.adapters.agent.publisher import Publisher as KafkaPublis
 from services.telemetry.adapters.sim import FaultKind, UnknownGpu
 from services.telemetry.domain.metrics import GpuLost
 from services.telemetry.domain.xid import XidCounter
+from services.telemetry.service.agent.devices import HostDevices
 from services.telemetry.service.agent.placements import PlacementBook
 from services.telemetry.service.agent.ports import Publisher
 from services.telemetry.service.agent.prompt import PromptRunner, prompt_loop
@@ -49,6 +50,7 @@ from services.telemetry.service.agent.reports import (
     node_discovered,
     xid_fault,
 )
+from services.telemetry.service.agent.runner import AwaitsHistory
 from services.telemetry.service.agent.setup import AgentSetup
 
 __all__ = ["AgentSettings", "NodeAgent", "node_slices", "utc_now"]
@@ -103,7 +105,15 @@ class NodeAgent:
         self._setup = setup
         self._clock = clock
         self._book = PlacementBook(runner=setup.runner, gpus=setup.gpus)
-        self.intake = Intake(settings=settings, book=self._book, gpus=setup.gpus, command=self._command)
+        self.devices = HostDevices(setup=setup, book=self._book, clock=clock, send=self._send)
+        self.intake = Intake(
+            settings=settings,
+            book=self._book,
+            gpus=setup.gpus,
+            command=self._command,
+            partitions=self.devices.partitions_changed,
+        )
+        self.intake.when_caught_up(self.devices.caught_up)  # device actions wait for the whole book
         self._xids = XidCounter()
         self._xid_totals: dict[str, int] = {}  # all codes together, per GPU: the sample's xid_count
         self._lost: set[str] = set()
@@ -135,6 +145,8 @@ class NodeAgent:
             return
         self._consumer = consumer
         try:
+            if isinstance(runner := self._setup.runner, AwaitsHistory):
+                self.intake.when_caught_up(runner.caught_up)  # its orphans are known only then
             await self.intake.catch_up(consumer)
             await self._announce()
             listener = asyncio.create_task(self.intake.listen(consumer, stop))
@@ -150,6 +162,7 @@ class NodeAgent:
             await self.intake.save(force=True)
         finally:
             self._consumer = None
+            await self.devices.settled()
             await self._ship_last()
             if (mover := self._setup.mover) is not None:
                 await mover.close()  # the next start takes up what is left (the run directories say it)
@@ -239,7 +252,7 @@ class NodeAgent:
                 log.info("workload %s now plays profile %s", event.workload_id, event.profile)
             return
         if isinstance(event, HostActionRequestedV1):
-            self._host_action(event)
+            self.devices.requested(event)
             return
         if fleet is None:
             return
@@ -250,34 +263,9 @@ class NodeAgent:
                 now=self._clock(),
                 xid=event.xid,
                 leak_pct_per_min=event.leak_pct_per_min,
+                survives_reset=event.survives_reset,
             )
             log.info("injected %s (xid %s) on %s", event.fault, event.xid, event.gpu_uuid)
-
-    def _host_action(self, event: HostActionRequestedV1) -> None:
-        """Reset a GPU or reboot a node of this agent's: on the simulated fleet, every injected fault of
-        the GPU (or of each GPU of the node) is undone, as the real action would; the next readings say
-        whether it came back. On real GPUs the device action is not carried out by this agent yet (the
-        readings then keep the GPU lost, and the incident escalates to a person)."""
-        fleet = self._setup.fleet
-        if fleet is None:
-            if event.node in self._setup.discoveries:
-                log.warning(
-                    "%s of %s requested (incident %s): this agent does not carry out device actions on "
-                    "real GPUs; do it by hand",
-                    event.action,
-                    event.gpu_uuid or event.node,
-                    event.incident_id,
-                )
-            return
-        gpus = fleet.gpus_of(event.node) if event.gpu_uuid is None else (event.gpu_uuid,)
-        done = []
-        for gpu in gpus:
-            with contextlib.suppress(UnknownGpu):  # another agent's GPU
-                if fleet.node_of(gpu) == event.node:
-                    fleet.clear_faults(gpu_uuid=gpu)
-                    done.append(gpu)
-        if done:
-            log.info("%s on %s for incident %s: %s", event.action, event.node, event.incident_id, done)
 
     async def _announce(self) -> None:
         self._announce_queued()
@@ -357,6 +345,7 @@ class NodeAgent:
         if (mover := self._setup.mover) is not None:
             await mover.step()  # migrations' checkpoints: their transfers run beside the ticks
         await self._report()
+        self.devices.retry_layouts()  # layouts kept while their GPU was busy (its exits now told)
         allocations = self._book.allocations()
         topic = self._s.topic(t.TELEMETRY_SAMPLES)
         hosts = list(self._setup.probes)

@@ -212,7 +212,10 @@ def node_discovered(
             pci_bus_id=g.pci_bus_id,
             nvlink_peers=[by_bus.get(p, p) for p in g.nvlink_peers],
             mig_enabled=bool(g.mig_enabled) or bool(mig.get(g.uuid)),
-            mig_instances=[DiscoveredMigInstance(profile="", uuid=m.mig_uuid) for m in g.mig_instances]
+            mig_instances=[
+                DiscoveredMigInstance(profile=m.profile or "", slot=m.slot, uuid=m.mig_uuid)
+                for m in g.mig_instances
+            ]
             + [_mig_from_file(text) for text in mig.get(g.uuid, ())],
         )
         for g in discovery.gpus

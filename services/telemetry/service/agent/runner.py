@@ -2,7 +2,8 @@
 
 TELEMETRY_AGENT_RUNNER picks the implementation (setup.py): the simulated runner below plays workloads
 on a simulated fleet; the process runner (adapters/runner/process.py) runs the placement's command on
-this host under a per-workload supervisor. See docs/executors.md.
+this host under a per-workload supervisor; the podman and Kubernetes runners run its image as a
+container or a Pod. See docs/executors.md.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from services.telemetry.adapters.sim.fleet import SimFleet
 from services.telemetry.adapters.sim.physics import PROFILES, ProfileKind
 from services.telemetry.adapters.sim.workloads import WorkloadReport
 
-__all__ = ["MovesCheckpoints", "RunnerReport", "SimWorkloadRunner", "StopReason", "WorkloadRunner"]
+__all__ = [
+    "AwaitsHistory",
+    "MovesCheckpoints",
+    "RunnerReport",
+    "SimWorkloadRunner",
+    "StopReason",
+    "WorkloadRunner",
+]
 
 
 class WorkloadRunner(Protocol):
@@ -36,9 +44,11 @@ class WorkloadRunner(Protocol):
         duration_s: float | None,
         run: RunSpec | None,
         at: datetime,
+        kind: str = "job",
     ) -> None:
         """Start a placement on these GPUs (of its allocations, those of this agent); starting the same
-        placement again changes nothing. A simulated job ends by itself after duration_s."""
+        placement again changes nothing. A simulated job ends by itself after duration_s. ``kind`` is
+        the workload's (job or instance): what a container runner restarts."""
         ...
 
     def stop(self, *, workload_id: str, reason: StopReason = "cancelled") -> bool:
@@ -82,6 +92,15 @@ class MovesCheckpoints(Protocol):
         ...
 
 
+@runtime_checkable
+class AwaitsHistory(Protocol):
+    """A runner that must know every live placement before it may clean up what none claims."""
+
+    def caught_up(self) -> None:
+        """The agent applied its whole history: whatever of this runner's no start claimed is an orphan."""
+        ...
+
+
 def _kind(profile: str) -> ProfileKind:
     try:
         return ProfileKind(profile)
@@ -113,6 +132,7 @@ class SimWorkloadRunner:
         duration_s: float | None,
         run: RunSpec | None,
         at: datetime,
+        kind: str = "job",
     ) -> None:
         parts = [f"{workload_id}#{i}" for i in range(len(gpu_uuids))]
         for part, gpu in zip(parts, gpu_uuids, strict=True):

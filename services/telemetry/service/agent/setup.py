@@ -1,5 +1,5 @@
 """What an agent process reads (NVML on a real host, or a simulated fleet from a fleet file) and what
-runs its workloads (TELEMETRY_AGENT_RUNNER: the simulator or host processes)."""
+runs its workloads (TELEMETRY_AGENT_RUNNER: the simulator, host processes, podman or Kubernetes Pods)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from lightkube import AsyncClient, KubeConfig
+
 from libs.common.objectstore import open_store
+from services.telemetry.adapters.devices import NvidiaSmiActions, SimDeviceActions
 from services.telemetry.adapters.fleetfile import default_fleet, load_fleet_file
+from services.telemetry.adapters.runner.kube_devices import (
+    EnvironAssignedDevices,
+    FirstOf,
+    NvmlAssignedDevices,
+)
+from services.telemetry.adapters.runner.kubernetes import KubernetesRunner
 from services.telemetry.adapters.runner.moves import Mover
 from services.telemetry.adapters.runner.podman import (
     PodmanRunner,
@@ -28,13 +37,17 @@ from services.telemetry.adapters.runner.process import ProcessRunner
 from services.telemetry.adapters.runner.ship import Shipper
 from services.telemetry.adapters.sim import SimFleet, SimProbe
 from services.telemetry.domain.probe import GpuProbe, NodeDiscovery, ProbeError
+from services.telemetry.service.agent.ports import DeviceActions
 from services.telemetry.service.agent.runner import SimWorkloadRunner, WorkloadRunner
 
 __all__ = [
     "AgentSetup",
+    "DeviceSettings",
     "RunnerSettings",
     "SetupSettings",
     "host_runner",
+    "kubernetes_runner",
+    "nvidia_smi_actions",
     "nvml_setup",
     "process_runner",
     "resolve_setup",
@@ -63,7 +76,11 @@ class RunnerSettings(Protocol):
     """The settings that choose and configure the workload runner."""
 
     @property
-    def agent_runner(self) -> Literal["auto", "simulated", "process", "podman"]: ...
+    def agent_runner(self) -> Literal["auto", "simulated", "process", "podman", "kubernetes"]: ...
+    @property
+    def agent_kube_namespace(self) -> str: ...
+    @property
+    def agent_kube_config(self) -> Path | None: ...
     @property
     def agent_podman(self) -> str: ...
     @property
@@ -88,8 +105,19 @@ class RunnerSettings(Protocol):
     def agent_restore_wait_s(self) -> float: ...
 
 
-class AgentSettingsForSetup(SetupSettings, RunnerSettings, Protocol):
-    """Both."""
+class DeviceSettings(Protocol):
+    """The settings of device actions on real GPUs."""
+
+    @property
+    def agent_nvidia_smi(self) -> str: ...
+    @property
+    def agent_reboot_command(self) -> str: ...
+    @property
+    def agent_device_timeout_s(self) -> float: ...
+
+
+class AgentSettingsForSetup(SetupSettings, RunnerSettings, DeviceSettings, Protocol):
+    """All three."""
 
 
 @dataclass
@@ -104,6 +132,7 @@ class AgentSetup:
     models: Mapping[str, str] = field(default_factory=dict)  # gpu uuid -> catalog model name
     mig: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # gpu uuid -> fleet-file MIG layout
     fleet: SimFleet | None = None
+    devices: DeviceActions | None = None  # GPU reset, node reboot, MIG layouts; None: none on this host
 
     @property
     def gpus(self) -> frozenset[str]:
@@ -112,8 +141,10 @@ class AgentSetup:
 
     @property
     def shipper(self) -> Shipper | None:
-        """What ships the runs' logs and outputs off the host (the process runner's), if any."""
-        return self.runner.shipper if isinstance(self.runner, ProcessRunner) else None
+        """What ships the runs' logs and outputs off the host (the process or Kubernetes runner's), if any."""
+        if isinstance(self.runner, ProcessRunner | KubernetesRunner):
+            return self.runner.shipper
+        return None
 
     @property
     def mover(self) -> Mover | None:
@@ -145,6 +176,7 @@ async def simulated_setup(*, settings: SetupSettings, clock: Callable[[], dateti
         models=models,
         mig=mig,
         fleet=fleet,
+        devices=SimDeviceActions(fleet=fleet, layouts=mig),
     )
 
 
@@ -160,6 +192,20 @@ async def nvml_setup(*, settings: AgentSettingsForSetup) -> AgentSetup:
         discoveries={discovery.hostname: discovery},
         runner=process_runner(settings=settings, discoveries={discovery.hostname: discovery}),
         models={g.uuid: g.model_name for g in discovery.gpus},
+        devices=nvidia_smi_actions(settings=settings),
+    )
+
+
+def nvidia_smi_actions(*, settings: DeviceSettings) -> NvidiaSmiActions:
+    """Device actions by nvidia-smi and the configured reboot command (TELEMETRY_AGENT_NVIDIA_SMI,
+    TELEMETRY_AGENT_REBOOT_COMMAND)."""
+    nvidia_smi = shlex.split(settings.agent_nvidia_smi)
+    if not nvidia_smi:
+        raise ValueError("TELEMETRY_AGENT_NVIDIA_SMI is empty: it names the nvidia-smi command")
+    return NvidiaSmiActions(
+        nvidia_smi=nvidia_smi,
+        reboot_command=shlex.split(settings.agent_reboot_command),
+        timeout_s=settings.agent_device_timeout_s,
     )
 
 
@@ -190,6 +236,10 @@ def with_runner(setup: AgentSetup, *, settings: RunnerSettings) -> AgentSetup:
                 "TELEMETRY_AGENT_RUNNER=simulated needs a simulated fleet (TELEMETRY_AGENT_MODE)"
             )
         return setup
+    if choice == "kubernetes":
+        if isinstance(setup.runner, KubernetesRunner):
+            return setup
+        return dataclasses.replace(setup, runner=kubernetes_runner(settings=settings, setup=setup))
     if choice == "podman":
         if isinstance(setup.runner, PodmanRunner):
             return setup
@@ -266,4 +316,39 @@ def process_runner(
         shipper=shipper,
         mover=Mover(store=shipper.store, wait_s=settings.agent_restore_wait_s),
         **(podman or {}),
+    )
+
+
+def kubernetes_runner(*, settings: RunnerSettings, setup: AgentSetup) -> KubernetesRunner:
+    """One Pod per placement on this agent's node (TELEMETRY_AGENT_KUBE_NAMESPACE), through the in-cluster
+    service account or TELEMETRY_AGENT_KUBE_CONFIG; devices read back from the Pod's environment, else
+    NVML."""
+    if len(setup.discoveries) != 1:
+        raise ValueError(
+            "TELEMETRY_AGENT_RUNNER=kubernetes runs one node's Pods; "
+            f"this agent reads {len(setup.discoveries)} nodes"
+        )
+    node = next(iter(setup.discoveries))
+    path = settings.agent_kube_config
+    config = KubeConfig.from_service_account() if path is None else KubeConfig.from_file(path)
+    root = workload_root(settings=settings, discoveries=setup.discoveries)
+    shipper = Shipper(
+        store=open_store(settings.object_store_url),
+        root=root,
+        chunk_bytes=settings.agent_log_chunk_bytes,
+        output_cap_bytes=settings.agent_output_cap_bytes,
+        give_up_s=settings.agent_ship_give_up_s,
+    )
+    return KubernetesRunner(
+        client=AsyncClient(config, namespace=settings.agent_kube_namespace),
+        namespace=settings.agent_kube_namespace,
+        node=node,
+        root=root,
+        devices=FirstOf(
+            EnvironAssignedDevices(
+                uuids_by_index={g.index: g.uuid for d in setup.discoveries.values() for g in d.gpus}
+            ),
+            NvmlAssignedDevices(),
+        ),
+        shipper=shipper,
     )
