@@ -10,14 +10,13 @@ from fastapi import APIRouter, Query, Request, status
 from pydantic import ValidationError
 
 from libs.common.auth import Caller, Principal, tenant_filter
-from libs.common.http import NotFound, Unprocessable
+from libs.common.http import NotFound
 from libs.common.http.errors import error_responses
 from libs.common.runtime import ServiceRuntime
 from services.alerting.adapters.alert_queries import AlertOut, active_alerts, alert_history
 from services.alerting.adapters.config_store import ConfigStore
-from services.alerting.api.errors import domain_error
+from services.alerting.api.errors import confined, domain_error
 from services.alerting.api.schemas import SilenceIn, SilenceOut
-from services.alerting.domain.matchers import Matcher, MatchOp
 from services.alerting.domain.silences import Silence
 from services.alerting.service.unit_of_work import alerting_uow
 
@@ -55,18 +54,6 @@ async def history(
         )
 
 
-def _confined(caller: Principal, matchers: list[Matcher]) -> tuple[Matcher, ...]:
-    """A tenant's silence only ever mutes that tenant's alerts."""
-    if caller.is_admin:
-        return tuple(matchers)
-    for i, m in enumerate(matchers):
-        if m.name == "tenant" and not (m.op is MatchOp.EQ and m.value == caller.tenant_id):
-            raise Unprocessable(
-                f"a tenant silence is confined to tenant {caller.tenant_id!r}", field=f"matchers.{i}"
-            )
-    return (*matchers, Matcher(name="tenant", value=caller.tenant_id or ""))
-
-
 def _silence_out(silence: Silence, owner: str | None, now: datetime) -> SilenceOut:
     return SilenceOut(
         **silence.model_dump(exclude={"matchers"}),
@@ -82,7 +69,7 @@ async def create_silence(body: SilenceIn, request: Request, caller: Caller) -> S
     try:
         silence = Silence(
             id=str(uuid.uuid4()),
-            matchers=_confined(caller, body.matchers),
+            matchers=confined(caller, body.matchers),
             starts_at=body.starts_at or now,
             ends_at=body.ends_at,
             created_by=caller.key_id,

@@ -37,6 +37,15 @@ async def test_tenants_are_confined_and_bad_input_names_the_field(isolation: Iso
         escape = {**rule, "name": "Escape", "matchers": [{"name": "tenant", "value": "other"}]}
         refused = await client.post("/v1/rules", json=escape, headers=acme)
         assert (refused.status_code, refused.json()["error"]["field"]) == (422, "matchers.0")
+        loose = {
+            "matchers": [{"name": "tenant", "op": "=~", "value": ".*"}],
+            "ends_at": "2999-01-01T00:00:00Z",
+            "comment": "all of them",
+        }
+        refused = await client.post("/v1/silences", json=loose, headers=acme)
+        assert (refused.status_code, refused.json()["error"]["field"]) == (422, "matchers.0")
+        assert "confined to tenant 'acme'" in refused.json()["error"]["message"]
+        assert (await client.get("/v1/silences", headers=acme)).json() == []
         bad_for = await client.post(
             "/v1/rules", json={**rule, "name": "Bad", "for": "5 minutes"}, headers=acme
         )

@@ -11,10 +11,7 @@ agrees with Prometheus at every eval time, or the test fails with promtool's acc
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -22,7 +19,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from services.alerting.adapters.rulefile_yaml import parse_rule_file
@@ -30,8 +26,9 @@ from services.alerting.domain.prometheus_mode import AlertState, RuleEvaluation,
 from services.alerting.domain.promql import STALE_NAN, SeriesStore
 from services.alerting.domain.rules import EvaluationMode, Rule
 from services.alerting.domain.templates import TemplateContext, expand
+from tests.unit.alerting.promql.notation import parse_series
+from tests.unit.alerting.promql.oracle import format_labels, promtool_or_skip, run_promtool
 
-PROMTOOL = shutil.which("promtool")
 Value = float | str | None  # a number, "stale" (a staleness marker) or None (no sample)
 
 
@@ -46,22 +43,6 @@ class Case:
     input_interval: int = 60
     eval_interval: int = 60
     skew: dict[str, timedelta] = field(default_factory=dict)  # rule name -> `for` added (mutations)
-
-
-def _labels(selector: str) -> dict[str, str]:
-    """`name{a="b",c="d"}` as labels with __name__ (the cases write plain values only)."""
-    name, _, rest = selector.partition("{")
-    labels = {"__name__": name}
-    for pair in filter(None, rest.rstrip("}").split(",")):
-        key, _, value = pair.partition("=")
-        labels[key.strip()] = json.loads(value)
-    return labels
-
-
-def _series_text(labels: dict[str, str]) -> str:
-    name = labels.get("__name__", "")
-    body = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(labels.items()) if k != "__name__")
-    return f"{name}{{{body}}}"
 
 
 def _value_text(value: Value) -> str:
@@ -86,7 +67,7 @@ def _ours(case: Case) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """What our prometheus mode finds at each eval time: promtool alert tests and ALERTS expr tests."""
     store = SeriesStore()
     for selector, values in case.series.items():
-        labels = _labels(selector)
+        labels = parse_series(selector)
         for i, value in enumerate(values):
             if value is not None:
                 store.add(
@@ -124,7 +105,7 @@ def _ours(case: Case) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
             )
         for name in ("ALERTS", "ALERTS_FOR_STATE"):
             samples = [
-                {"labels": _series_text(labels), "value": value}
+                {"labels": format_labels(labels), "value": value}
                 for labels, value in series
                 if labels["__name__"] == name
             ]
@@ -143,7 +124,7 @@ def _promtool_file(case: Case, directory: Path) -> Path:
                 "interval": f"{case.input_interval}s",
                 "input_series": [
                     {
-                        "series": _series_text(_labels(selector)),
+                        "series": format_labels(parse_series(selector)),
                         "values": " ".join(_value_text(v) for v in values),
                     }
                     for selector, values in case.series.items()
@@ -159,20 +140,7 @@ def _promtool_file(case: Case, directory: Path) -> Path:
 
 
 def _promtool(paths: Sequence[Path]) -> subprocess.CompletedProcess[str]:
-    if PROMTOOL is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is missing (make test installs it: scripts/ensure-prometheus-tools.sh)")
-        pytest.skip(
-            "promtool is not installed (scripts/ensure-prometheus-tools.sh installs it; make test runs it)"
-        )
-    return subprocess.run(
-        [PROMTOOL, "test", "rules", *[p.name for p in paths]],
-        cwd=paths[0].parent,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_promtool(promtool_or_skip(), *paths)
 
 
 def _up(n: int, *, start: float = 0.0, step: float = 1.0) -> list[Value]:

@@ -152,14 +152,16 @@ class HostDevices:
                     return None
             result = self._busy((gpu_uuid,))
             if result is not None:
-                return self._busy_layout(gpu_uuid, pending, result)
-            if devices is None:
-                result = DeviceResult.refused("this agent has no device actions")
+                if not self._keep_refused(gpu_uuid, pending):
+                    return None
             else:
-                result = await devices.apply_mig(gpu_uuid=gpu_uuid, profiles=wanted)
-            self._told_busy.pop(gpu_uuid, None)
-            if result.ok:
-                await self._rediscover(change.node, gpu_uuid=gpu_uuid)
+                if devices is None:
+                    result = DeviceResult.refused("this agent has no device actions")
+                else:
+                    result = await devices.apply_mig(gpu_uuid=gpu_uuid, profiles=wanted)
+                self._told_busy.pop(gpu_uuid, None)
+                if result.ok:
+                    await self._rediscover(change.node, gpu_uuid=gpu_uuid)
         return self._done(
             command_id=event_id,
             incident_id=None,
@@ -169,24 +171,15 @@ class HostDevices:
             result=result,
         )
 
-    def _busy_layout(
-        self, gpu_uuid: str, pending: tuple[str, GpuPartitionsChangedV1], result: DeviceResult
-    ) -> HostActionDoneV1 | None:
+    def _keep_refused(self, gpu_uuid: str, pending: tuple[str, GpuPartitionsChangedV1]) -> bool:
         """Keep a layout its GPU's workloads refused, for the next tick (unless a later change came
-        meanwhile); reported as refused the first time only."""
-        event_id, change = pending
+        meanwhile); whether to report the refusal (the first time only)."""
+        event_id, _ = pending
         self._layouts.setdefault(gpu_uuid, pending)
         if self._told_busy.get(gpu_uuid) == event_id:
-            return None
+            return False
         self._told_busy[gpu_uuid] = event_id
-        return self._done(
-            command_id=event_id,
-            incident_id=None,
-            node=change.node,
-            gpu_uuid=gpu_uuid,
-            action="apply_mig",
-            result=result,
-        )
+        return True
 
     def _busy(self, gpus: Sequence[str]) -> DeviceResult | None:
         """A refusal when a workload of the book still holds one of these GPUs, or may still run on it

@@ -112,8 +112,14 @@ def promtool_or_skip() -> str:
     return promtool
 
 
-def run_promtool(promtool: str, path: Path) -> subprocess.CompletedProcess[str]:
-    """`promtool test rules` on one file: exit 0 when every expression matched."""
+def run_promtool(promtool: str, *paths: Path) -> subprocess.CompletedProcess[str]:
+    """`promtool test rules` on test files of one directory (their `rule_files` are found beside them):
+    exit 0 when every expression and alert matched."""
     return subprocess.run(
-        [promtool, "test", "rules", str(path)], capture_output=True, text=True, timeout=60, check=False
+        [promtool, "test", "rules", *[p.name for p in paths]],
+        cwd=paths[0].parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
