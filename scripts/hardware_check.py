@@ -121,6 +121,7 @@ def sim_ranges(spec: GpuModelSpec) -> Ranges:
     return {
         "sm_util_pct": (0.0, 100.0),
         "mem_util_pct": (0.0, 100.0),
+        "tensor_active_pct": (0.0, 100.0),
         "fb_used_bytes": (0.0, float(spec.memory_bytes)),
         "fb_total_bytes": (0.95 * spec.memory_bytes, 1.05 * spec.memory_bytes),
         "pcie_rx_bytes_per_s": (0.0, float(spec.pcie_bytes_per_s)),
@@ -292,7 +293,8 @@ def _sample_line(s: GpuSample) -> str:
     gib = 1024**3
     used = "-" if s.fb_used_bytes is None else f"{s.fb_used_bytes / gib:.1f}"
     return (
-        f"nvml {s.timestamp:%H:%M:%S} sm={s.sm_util_pct}% mem={s.mem_util_pct}% fb={used} GiB "
+        f"nvml {s.timestamp:%H:%M:%S} sm={s.sm_util_pct}% mem={s.mem_util_pct}% "
+        f"tensor={s.tensor_active_pct}% fb={used} GiB "
         f"power={s.power_w}/{s.power_limit_w} W temp={s.gpu_temp_c}/{s.mem_temp_c} C "
         f"clocks={s.sm_clock_mhz}/{s.mem_clock_mhz} MHz pcie rx/tx={s.pcie_rx_bytes_per_s}/"
         f"{s.pcie_tx_bytes_per_s} B/s throttle={s.throttle_reasons}"

@@ -42,7 +42,8 @@ __all__ = [
 SAMPLE_BATCH_TYPE = SampleBatchV1.event_type()
 #: The metric fields of a GPU's sample in the order the agent writes them, after gpu, index, model,
 #: xid_count, xid_counts (when it raised any) and (when allocated) workload_id, tenant_id. A values
-#: row is (gpu, index, *these).
+#: row is (gpu, index, *these). New fields go last and are optional: a row may end in None for them
+#: (left out, as the dict path leaves None out), and samples of agents written before them lack them.
 METRIC_FIELDS: tuple[str, ...] = (
     "sm_util_pct",
     "mem_util_pct",
@@ -59,6 +60,7 @@ METRIC_FIELDS: tuple[str, ...] = (
     "ecc_sbe_count",
     "ecc_dbe_count",
     "throttle_reasons",
+    "tensor_active_pct",  # None where the GPU has no GPM (before Hopper) and on the first sample
 )
 #: GpuMetrics' integer metrics (the other metric fields are floats): on the wire an int field never
 #: carries a fraction, a float field may be written as either JSON number.
@@ -70,6 +72,7 @@ _NUMBER: tuple[type, ...] = (int, float)
 # repr() of an int or a finite float is exactly what json writes for it.
 _METRICS = frozenset(METRIC_FIELDS)
 _METRICS_TEMPLATE = "".join(f',"{name}":%r' for name in METRIC_FIELDS) + "}"
+_WITHOUT_LAST_TEMPLATE = "".join(f',"{name}":%r' for name in METRIC_FIELDS[:-1]) + "}"
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
@@ -118,8 +121,8 @@ class SampleEncoder:
     """encode_sample_batch for one agent, with what never changes about a GPU's sample encoded once.
 
     A sample given as a values row (gpu, index, *METRIC_FIELDS values: ints and finite floats, as the
-    simulator reads them) is written from a template; a sample dict goes through json. Both give the
-    bytes json.dumps gives for the same dict (a unit test holds them to it).
+    simulator reads them, the last one possibly None) is written from a template; a sample dict goes
+    through json. Both give the bytes json.dumps gives for the same dict (a unit test holds them to it).
     """
 
     def __init__(self, *, source: str) -> None:
@@ -147,15 +150,17 @@ class SampleEncoder:
         counts = repr(xid_count)
         if xid_counts:  # rare: only GPUs that raised an XID
             counts += f',"xid_counts":{_dumps(xid_counts)}'
+        # The last field is optional (a GPU without GPM has no tensor activity): left out when None.
+        metrics = _METRICS_TEMPLATE % row[2:] if row[-1] is not None else _WITHOUT_LAST_TEMPLATE % row[2:-1]
         if allocation is None:
-            return head + counts + _METRICS_TEMPLATE % row[2:]
+            return head + counts + metrics
         labels = self._labels.get(allocation)
         if labels is None:
             workload, tenant = allocation
             labels = self._labels[allocation] = (
                 f',"workload_id":{_dumps(workload)},"tenant_id":{_dumps(tenant)}'
             )
-        return head + counts + labels + _METRICS_TEMPLATE % row[2:]
+        return head + counts + labels + metrics
 
     @staticmethod
     def sample(sample: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ FaultKind = Literal["xid", "ecc", "thermal", "power", "lost", "agent_silent", "p
 
 
 class GpuMetrics(BaseModel):
-    """The twelve core metrics of one GPU (or MIG instance) at one instant; None = not supported."""
+    """The core metrics of one GPU (or MIG instance) at one instant; None = not supported."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -26,6 +26,11 @@ class GpuMetrics(BaseModel):
     model: str = Field(default="", description="GPU model.")
     sm_util_pct: float | None = Field(default=None, description="Compute (SM) utilisation, %.")
     mem_util_pct: float | None = Field(default=None, description="Memory-controller utilisation, %.")
+    tensor_active_pct: float | None = Field(
+        default=None,
+        description="Time any tensor-core pipe was active, % (NVML GPM: Hopper and later; None elsewhere "
+        "and on the first sample after start). Added after the other metrics: older agents leave it out.",
+    )
     fb_used_bytes: int | None = Field(default=None, description="Framebuffer used, bytes.")
     fb_total_bytes: int | None = Field(default=None, description="Framebuffer total, bytes.")
     pcie_tx_bytes_per_s: float | None = Field(default=None, description="PCIe transmit, bytes/s.")

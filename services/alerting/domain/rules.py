@@ -40,7 +40,7 @@ METRICS = frozenset(
         "sm_util_pct", "mem_util_pct", "fb_used_bytes", "fb_total_bytes", "fb_used_pct",
         "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "gpu_temp_c", "mem_temp_c", "power_w",
         "power_limit_w", "sm_clock_mhz", "mem_clock_mhz", "ecc_sbe_count", "ecc_dbe_count",
-        "xid_count", "throttle_reasons",
+        "xid_count", "throttle_reasons", "tensor_active_pct",
     }
 )  # fmt: skip
 # A lost GPU reports no fields; the handler turns the "GPU lost" fault signal into this 0/1 gauge.

@@ -15,6 +15,7 @@ from typing import Any
 
 import pynvml
 
+from services.telemetry.adapters.nvml_gpm import GpmTensorActivity
 from services.telemetry.adapters.nvml_read import (
     GpuLostError,
     NvmlStats,
@@ -55,6 +56,7 @@ class NvmlProbe:
         self._clock = clock
         self._xid_wait_ms = xid_wait_ms
         self._reader = Reader()
+        self._gpm = GpmTensorActivity(query=self._reader.query, stats=self._reader.stats)
         self._lock = threading.Lock()
         self._initialised = False
         self._discovery: NodeDiscovery | None = None
@@ -141,7 +143,10 @@ class NvmlProbe:
         # A lost GPU stays lost until the node is reset: NVML will not answer for it again.
         if info.uuid not in self._lost:
             try:
-                return self._reader.sample(handle=handle, info=info, node=node, now=now, mig_handles=migs)
+                tensor = self._gpm.read(handle)
+                return self._reader.sample(
+                    handle=handle, info=info, node=node, now=now, mig_handles=migs, tensor_active_pct=tensor
+                )
             except GpuLostError as exc:
                 self._lost[info.uuid] = f"NVML: {exc}"
         return GpuLost(
@@ -195,5 +200,6 @@ class NvmlProbe:
             if self._event_set is not None:
                 self._reader.query("event_set_free", pynvml.nvmlEventSetFree, self._event_set)
                 self._event_set = None
+            self._gpm.close()
             self._reader.query("shutdown", pynvml.nvmlShutdown)
             self._initialised = False

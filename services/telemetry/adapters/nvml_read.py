@@ -112,9 +112,19 @@ class Reader:
         return out
 
     def sample(
-        self, *, handle: Any, info: GpuInfo, node: str, now: datetime, mig_handles: list[Any]
+        self,
+        *,
+        handle: Any,
+        info: GpuInfo,
+        node: str,
+        now: datetime,
+        mig_handles: list[Any],
+        tensor_active_pct: float | None = None,
     ) -> GpuSample:
-        """Read the twelve core metrics of one GPU (NVML units converted to ours)."""
+        """Read the core metrics of one GPU (NVML units converted to ours).
+
+        Tensor activity is read by nvml_gpm, which keeps the GPM samples between reads, and passed in.
+        """
         q = self.query
         util = q("utilization", pynvml.nvmlDeviceGetUtilizationRates, handle)
         mem = q("memory", pynvml.nvmlDeviceGetMemoryInfo, handle)
@@ -129,6 +139,7 @@ class Reader:
             timestamp=now,
             sm_util_pct=None if util is None else float(util.gpu),
             mem_util_pct=None if util is None else float(util.memory),
+            tensor_active_pct=tensor_active_pct,
             fb_used_bytes=None if mem is None else int(mem.used),
             fb_total_bytes=None if mem is None else int(mem.total),
             pcie_tx_bytes_per_s=None if tx_kb is None else int(tx_kb) * 1024,  # NVML reports KB/s

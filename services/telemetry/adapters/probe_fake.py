@@ -68,6 +68,7 @@ class FakeProbe:
             timestamp=self.now,
             sm_util_pct=50.0,
             mem_util_pct=20.0,
+            tensor_active_pct=30.0,
             fb_used_bytes=10 * _GIB,
             fb_total_bytes=gpu.memory_bytes,
             pcie_tx_bytes_per_s=1_000_000,

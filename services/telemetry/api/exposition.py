@@ -73,7 +73,9 @@ def render(samples: Iterable[Mapping[str, Any]], *, last_xid: LastXid | None = N
         else:
             wire = _WIRE_FIELD.get(spec.field, spec.field)
             values = [(labels, v) for s, labels in answering if (v := _value(s, wire)) is not None]
-        _family(lines, spec.prometheus, spec.kind, f"{spec.help} ({spec.unit.value}).", values)
+            if spec.ratio:  # dcgm-exporter's profiling fields are 0..1 where our samples carry percent
+                values = [(labels, v / 100.0) for labels, v in values]
+        _family(lines, spec.prometheus, spec.kind, f"{spec.help} ({spec.exposed_unit.value}).", values)
     gpus = [(s, labels) for s, labels in rows if not s.get("parent_gpu")]
     last = (last_xid or LastXid()).update({str(s["gpu"]): _codes(s) for s, _ in gpus})
     _family(

@@ -1,13 +1,14 @@
 """The "one-click optimise" hints, from a workload's recent samples. All three rules are heuristics.
 
-What NVML's twelve metrics can and cannot tell:
+What NVML's core metrics can and cannot tell:
 - data loading: a GPU that idles between short bursts, with little memory traffic and little PCIe input,
   is most often waiting for its input pipeline. It could also be a small model or a sync-bound job.
 - batch size: memory headroom says a larger batch fits; it assumes activations dominate memory use.
-- mixed precision: SM utilisation says "a kernel was running", not which units ran. Tensor-Core (FP16/BF16)
-  kernels at high SM utilisation run the card close to its power limit; FP32 SIMT kernels at the same
-  utilisation usually draw well under it. The real signal is DCGM's tensor-pipe activity
-  (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE), which NVML does not expose; the hint says so.
+- mixed precision: SM utilisation says "a kernel was running", not which units ran. Where the samples
+  carry tensor-core activity (tensor_active_pct, NVML's GPM on Hopper and later), busy SMs with idle
+  tensor pipes say it directly. Elsewhere power stands in: Tensor-Core (FP16/BF16) kernels at high SM
+  utilisation run the card close to its power limit, FP32 SIMT kernels at the same utilisation usually
+  draw well under it; the hint says which signal it used.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ MIN_SAMPLES = 30  # half a minute at 1 Hz: fewer says more about start-up than a
 LOADER_MAX_SM_PCT, LOADER_MAX_MEM_UTIL_PCT, LOADER_MIN_IDLE_SHARE = 50.0, 30.0, 0.2
 LOADER_MAX_PCIE_SHARE = 0.25
 BATCH_MAX_FB_PCT, BATCH_MAX_SM_PCT, BATCH_TARGET_FB_SHARE = 50.0, 85.0, 0.85
-AMP_MIN_SM_PCT, AMP_MAX_POWER_SHARE = 70.0, 0.6
+AMP_MIN_SM_PCT, AMP_MAX_POWER_SHARE, AMP_MAX_TENSOR_PCT = 70.0, 0.6, 10.0
 _POWER_OR_THERMAL_THROTTLE = 0x4 | 0x20 | 0x40 | 0x80
 
 
@@ -55,6 +56,7 @@ class SampleSummary:
     fb_total_bytes: int
     mean_power_share: float  # power draw / power limit
     power_or_thermal_throttled_share: float
+    mean_tensor_active_pct: float | None = None  # over the samples that carry it; None: none did
 
 
 def summarise(samples: Sequence[GpuSample]) -> SampleSummary | None:
@@ -66,6 +68,7 @@ def summarise(samples: Sequence[GpuSample]) -> SampleSummary | None:
         return None
     sm = [s.sm_util_pct or 0.0 for s in usable]
     powered = [s for s in usable if s.power_w is not None and s.power_limit_w]
+    tensor = [s.tensor_active_pct for s in usable if s.tensor_active_pct is not None]
     return SampleSummary(
         count=len(usable),
         mean_sm_pct=statistics.fmean(sm),
@@ -81,6 +84,7 @@ def summarise(samples: Sequence[GpuSample]) -> SampleSummary | None:
             bool((s.throttle_reasons or 0) & _POWER_OR_THERMAL_THROTTLE) for s in usable
         )
         / len(usable),
+        mean_tensor_active_pct=statistics.fmean(tensor) if tensor else None,
     )
 
 
@@ -158,10 +162,13 @@ def _batch_size(s: SampleSummary) -> Hint | None:
 
 
 def _mixed_precision(s: SampleSummary, *, model: GpuModelSpec | None) -> Hint | None:
-    """Busy SMs at a low power share on a Tensor-Core GPU suggest FP32 math where BF16/FP16 would do."""
-    if model is None or not model.tensor_cores:
+    """Busy SMs on a Tensor-Core GPU with idle tensor pipes (where measured) or at a low power share
+    (where not) suggest FP32 math where BF16/FP16 would do."""
+    if model is None or not model.tensor_cores or s.mean_sm_pct < AMP_MIN_SM_PCT:
         return None
-    if s.mean_sm_pct < AMP_MIN_SM_PCT or s.mean_power_share >= AMP_MAX_POWER_SHARE:
+    if s.mean_tensor_active_pct is not None:
+        return _idle_tensor_cores(s, model=model, tensor_pct=s.mean_tensor_active_pct)
+    if s.mean_power_share >= AMP_MAX_POWER_SHARE:
         return None
     if s.power_or_thermal_throttled_share > 0.1:
         return None  # a capped or hot card draws little power for other reasons
@@ -172,12 +179,34 @@ def _mixed_precision(s: SampleSummary, *, model: GpuModelSpec | None) -> Hint | 
             f"SM utilisation averaged {s.mean_sm_pct:.0f}% yet power averaged only {s.mean_power_share:.0%} "
             "of the limit. Tensor-Core kernels at that utilisation usually run near the power limit, so the "
             "job probably computes in FP32. Automatic mixed precision often gives 1.5-2x (2.1x on "
-            "ResNet-50). Heuristic: NVML cannot see tensor-pipe activity; memory-bound kernels look alike."
+            "ResNet-50). Heuristic: these samples carry no tensor-pipe activity (NVML measures it on Hopper "
+            "and later only); memory-bound kernels look alike."
         ),
         evidence={
             "mean_sm_util_pct": round(s.mean_sm_pct, 1),
             "mean_power_share": round(s.mean_power_share, 3),
             "power_or_thermal_throttled_share": round(s.power_or_thermal_throttled_share, 3),
+            "samples": s.count,
+        },
+    )
+
+
+def _idle_tensor_cores(s: SampleSummary, *, model: GpuModelSpec, tensor_pct: float) -> Hint | None:
+    """Busy SMs while the tensor pipes idle: measured, so no power heuristic is needed."""
+    if tensor_pct >= AMP_MAX_TENSOR_PCT:
+        return None
+    return Hint(
+        id="mixed_precision",
+        title=f"Try mixed precision (BF16/FP16): the {model.name}'s Tensor Cores sit idle",
+        explanation=(
+            f"SM utilisation averaged {s.mean_sm_pct:.0f}% while a tensor-core pipe was active only "
+            f"{tensor_pct:.0f}% of the time, so the job's math runs on the FP32 units. Automatic mixed "
+            "precision (or TF32 matmuls) moves it onto the Tensor Cores and often gives 1.5-2x. A job "
+            "bound by memory-bound or integer kernels looks alike."
+        ),
+        evidence={
+            "mean_sm_util_pct": round(s.mean_sm_pct, 1),
+            "mean_tensor_active_pct": round(tensor_pct, 1),
             "samples": s.count,
         },
     )

@@ -1,9 +1,10 @@
-"""The twelve core GPU metrics and the sample models that carry them.
+"""The core GPU metrics and the sample models that carry them.
 
 | metric | GpuSample field(s) | unit | Prometheus (dcgm-exporter) |
 | --- | --- | --- | --- |
 | SM (compute) util | sm_util_pct | % | DCGM_FI_DEV_GPU_UTIL |
 | memory-controller util | mem_util_pct | % | DCGM_FI_DEV_MEM_COPY_UTIL |
+| tensor-core activity | tensor_active_pct | % (exported as ratio 0..1) | DCGM_FI_PROF_PIPE_TENSOR_ACTIVE |
 | framebuffer used, total | fb_used_bytes, fb_total_bytes, fb_used_pct | B, % | DCGM_FI_DEV_FB_USED, _TOTAL |
 | PCIe TX, RX | pcie_tx_bytes_per_s, pcie_rx_bytes_per_s | B/s | DCGM_FI_PROF_PCIE_TX/RX_BYTES |
 | GPU temperature | gpu_temp_c | °C | DCGM_FI_DEV_GPU_TEMP |
@@ -16,6 +17,8 @@
 | throttle reasons | throttle_reasons, throttle_names | bitmask | DCGM_FI_DEV_CLOCK_THROTTLE_REASONS |
 
 METRICS below is the authoritative list (field, unit, exact Prometheus name, gauge or counter).
+Tensor-core activity comes from NVML's GPM API (Hopper and later): a rate between two samples, so the
+first reading after start is None, as it is on GPUs without GPM.
 
 Every metric is optional: None means the device or driver does not support it, never zero.
 XID errors are events, not gauges: a sample never carries "the last XID".
@@ -57,6 +60,7 @@ class Unit(StrEnum):
     MEGAHERTZ = "megahertz"
     COUNT = "count"
     BITMASK = "bitmask"
+    RATIO = "ratio"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +72,25 @@ class MetricSpec:
     prometheus: str
     kind: Literal["gauge", "counter"]
     help: str
+    ratio: bool = False  # a percent field exported as dcgm-exporter's 0..1 ratio (its profiling fields)
+
+    @property
+    def exposed_unit(self) -> Unit:
+        """The unit of the exported value."""
+        return Unit.RATIO if self.ratio else self.unit
 
 
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("sm_util_pct", Unit.PERCENT, "DCGM_FI_DEV_GPU_UTIL", "gauge", "SM (compute) utilisation"),
     MetricSpec("mem_util_pct", Unit.PERCENT, "DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory-controller util"),
+    MetricSpec(
+        "tensor_active_pct",
+        Unit.PERCENT,
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "gauge",
+        "Share of time any tensor-core pipe was active",
+        ratio=True,
+    ),
     MetricSpec("fb_used_bytes", Unit.BYTES, "DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used"),
     MetricSpec("fb_total_bytes", Unit.BYTES, "DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total"),
     MetricSpec("fb_used_pct", Unit.PERCENT, "DCGM_FI_DEV_FB_USED_PERCENT", "gauge", "Framebuffer used share"),
@@ -154,6 +172,9 @@ class GpuSample(BaseModel):
     timestamp: datetime = Field(description="When the reading was taken (UTC)")
     sm_util_pct: float | None = Field(default=None, ge=0, le=100, description="SM utilisation, %")
     mem_util_pct: float | None = Field(default=None, ge=0, le=100, description="Memory-controller util, %")
+    tensor_active_pct: float | None = Field(
+        default=None, ge=0, le=100, description="Time any tensor-core pipe was active, % (NVML GPM)"
+    )
     fb_used_bytes: int | None = Field(default=None, ge=0, description="Framebuffer used, bytes")
     fb_total_bytes: int | None = Field(default=None, ge=0, description="Framebuffer total, bytes")
     pcie_tx_bytes_per_s: int | None = Field(default=None, ge=0, description="PCIe transmit, bytes/s")

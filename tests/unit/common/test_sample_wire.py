@@ -157,3 +157,44 @@ def test_the_models_read_coerces_and_says_why_a_record_is_no_event() -> None:
     assert decode_sample_batch_models(encode(envelop(rollup, source="t"))) is None
     with pytest.raises(EventDecodeError):
         decode_sample_batch_models(b"not json")
+
+
+def _row(tensor: float | None) -> tuple[Any, ...]:
+    """A values row as the simulator gives it: (gpu, index, *METRIC_FIELDS values)."""
+    metrics = [50.0, 20.0, 32 * GIB, 80 * GIB, 10, 20, 60.0, 66.0, 300.0, 700.0, 1980, 2619, 0, 0, 4, tensor]
+    assert len(metrics) == len(METRIC_FIELDS)
+    return ("GPU-n0-0", 0, *metrics)
+
+
+def _expected(row: tuple[Any, ...]) -> dict[str, Any]:
+    head: dict[str, Any] = {"gpu": row[0], "index": row[1], "model": "H100", "xid_count": 0}
+    return head | {f: v for f, v in zip(METRIC_FIELDS, row[2:], strict=True) if v is not None}
+
+
+def test_tensor_activity_goes_last_on_a_row_and_round_trips_or_is_left_out_when_none() -> None:
+    assert METRIC_FIELDS[-1] == "tensor_active_pct"  # positional: appended after every older field
+    encoder = SampleEncoder(source="/a")
+    rows = [_row(37.5), _row(None)]
+    texts = [encoder.row(r, model="H100", xid_count=0, allocation=None) for r in rows]
+    assert texts == [json.dumps(_expected(r), separators=(",", ":")) for r in rows]
+    assert '"tensor_active_pct"' not in texts[1]
+    raw = encoder.batch(node="n0", stamp=T0.isoformat(), samples=texts)
+    models = decode_sample_batch_models(raw)
+    assert models is not None
+    assert [s["tensor_active_pct"] for s in models.samples] == [37.5, None]
+
+
+def test_a_sample_from_an_agent_before_tensor_activity_decodes_with_it_as_none() -> None:
+    old = _expected(_row(None))  # every metric field of that version, no more
+    assert set(old) >= set(METRIC_FIELDS[:-1])
+    raw = encode_sample_batch(node="n0", at=T0, samples=[old], source="/old-agent")
+    strict = decode_sample_batch(raw, checks=FieldChecks.of_metrics(METRICS))
+    loose = decode_sample_batch(raw)
+    models = decode_sample_batch_models(raw)
+    assert strict is not None
+    assert loose is not None
+    assert models is not None
+    assert strict.samples == loose.samples == [old]
+    assert strict.samples[0].get("tensor_active_pct") is None
+    assert models.samples[0]["tensor_active_pct"] is None
+    assert GpuMetrics.model_validate(old).tensor_active_pct is None

@@ -78,6 +78,21 @@ def test_every_gpu_series_carries_dcgm_exporters_labels_beside_ours() -> None:
     assert all(dcgm <= set(s.labels) for s in every)
 
 
+def test_tensor_activity_is_dcgm_exporters_ratio_with_the_same_labels_only_where_the_sample_has_it() -> None:
+    busy = ANSWERING | {"tensor_active_pct": 37.5}
+    without = {**ANSWERING, "gpu": "GPU-q", "index": 1}  # no GPM, or its first sample
+    text = render([busy, without, LOST | {"tensor_active_pct": 50.0}, MIG | {"tensor_active_pct": 12.0}])
+    [family] = [
+        f for f in text_string_to_metric_families(text) if f.name == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+    ]
+    assert family.type == "gauge"
+    assert "ratio" in family.documentation
+    assert {s.labels["uuid"]: s.value for s in family.samples} == {"GPU-a": 0.375, "MIG-a1": 0.12}
+    gpu_util = {s.labels["uuid"]: s.labels for s in _series(text, "DCGM_FI_DEV_GPU_UTIL")}
+    assert all(s.labels == gpu_util[s.labels["uuid"]] for s in family.samples)
+    assert "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE" not in render([without])  # no family without a value
+
+
 def test_a_lost_gpu_keeps_its_health_xid_and_lost_series_but_exports_no_readings() -> None:
     text = render([ANSWERING, LOST])
 
@@ -133,7 +148,14 @@ def test_promtool_check_metrics_finds_nothing_but_the_documented_dcgm_naming_war
         )
     raised = {**ANSWERING, "gpu": "GPU-x", "index": 3, "xid_count": 3, "xid_counts": {"13": 1, "94": 2}}
     fleet = [
-        ANSWERING | {"workload_id": "w1", "tenant_id": "acme", "ecc_sbe_count": 4, "ecc_dbe_count": 0},
+        ANSWERING
+        | {
+            "workload_id": "w1",
+            "tenant_id": "acme",
+            "ecc_sbe_count": 4,
+            "ecc_dbe_count": 0,
+            "tensor_active_pct": 33.3,
+        },
         LOST,
         MIG,
         raised | {"throttle_reasons": 4, "power_w": 301.5, "pcie_tx_bytes_per_s": 1.5e9},

@@ -54,7 +54,15 @@ def _fleet() -> SimFleet:
     spec = FleetSpec(
         nodes=(
             NodeSpec(hostname="node-a", gpus=(GpuGroup(model="H100", count=4),)),
-            NodeSpec(hostname="node-b", gpus=(GpuGroup(model="L4", count=2), GpuGroup(model="T4", count=1))),
+            NodeSpec(
+                hostname="node-b",
+                # P100: no tensor cores, so its values row ends in None (the template leaves it out)
+                gpus=(
+                    GpuGroup(model="L4", count=2),
+                    GpuGroup(model="T4", count=1),
+                    GpuGroup(model="P100", count=1),
+                ),
+            ),
         ),
         seed=11,
         fault_rate_per_gpu_hour=200.0,  # random faults too, so the rng is drawn as the plain path draws it
@@ -86,11 +94,12 @@ def test_value_rows_and_the_template_encode_what_the_readings_and_json_encode() 
             readings = plain.sample_node(hostname=host, now=at(second))
             rows = fast.sample_node_values(hostname=host, now=at(second))
             kinds |= {type(r).__name__ for r in rows}
+            kinds |= {"row without tensor activity" for r in rows if isinstance(r, tuple) and r[-1] is None}
             context: dict[str, Any] = {"models": models, "allocations": allocations, "xid_totals": xid_totals}
             context["xid_codes"] = xid_codes
             expected = [json.dumps(d, **COMPACT) for d in sample_dicts(readings=readings, **context)]
             assert encoded_samples(encoder=encoder, readings=rows, **context) == expected
-    assert kinds == {"tuple", "GpuLost"}  # both kinds of reading were exercised
+    assert kinds == {"tuple", "GpuLost", "row without tensor activity"}  # every kind was exercised
 
 
 def _state(rows: list[tuple[str, str, str]]) -> TelemetryState:

@@ -88,3 +88,19 @@ def test_no_mixed_precision_hint_without_tensor_cores_or_when_power_capped() -> 
 def test_unknown_power_never_looks_like_low_power() -> None:
     blind = samples(sm=[92.0], power_w=None)
     assert "mixed_precision" not in ids(hints_for(samples=blind, model=H100))
+
+
+def test_measured_idle_tensor_cores_at_busy_sms_suggest_mixed_precision_whatever_the_power() -> None:
+    fp32 = samples(sm=[92.0], power_w=650.0, tensor_active_pct=3.0)  # near the limit: power alone says no
+    hint = next(h for h in hints_for(samples=fp32, model=H100) if h.id == "mixed_precision")
+    assert hint.evidence["mean_tensor_active_pct"] == 3.0
+    assert "mean_power_share" not in hint.evidence
+    assert "heuristic" not in hint.explanation.lower()
+
+
+def test_measured_busy_tensor_cores_give_no_mixed_precision_hint_even_at_low_power() -> None:
+    bf16 = samples(sm=[92.0], power_w=300.0, tensor_active_pct=45.0)
+    assert "mixed_precision" not in ids(hints_for(samples=bf16, model=H100))
+    # The first sample after start has no tensor activity yet: the others decide.
+    first = samples(1, sm=[92.0], power_w=300.0)
+    assert "mixed_precision" not in ids(hints_for(samples=first + bf16[1:], model=H100))

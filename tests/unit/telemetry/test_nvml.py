@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,6 +28,52 @@ def raising(code: int) -> Any:
     return call
 
 
+def address(pointer: Any) -> int:
+    return int(ctypes.cast(pointer, ctypes.c_void_p).value or 0)
+
+
+class FakeGpm:
+    """NVML's GPM over real ctypes sample pointers: it records which GPU and tick filled each sample and
+    answers a metrics request with the GPU's scripted tensor activity, after checking the request."""
+
+    def __init__(self) -> None:
+        self.tensor_pct = {0: 42.5, 1: 7.0}  # by GPU index
+        self.live: dict[int, Any] = {}  # address -> allocated sample (kept alive until freed)
+        self.filled: dict[int, tuple[int, int]] = {}  # address -> (GPU index, that GPU's tick)
+        self.ticks: dict[int, int] = {}
+        self.support_calls = 0
+        self.allocations = 0
+
+    def support(self, handle: Any) -> Any:
+        self.support_calls += 1
+        return SimpleNamespace(version=pynvml.NVML_GPM_SUPPORT_VERSION, isSupportedDevice=1)
+
+    def alloc(self) -> Any:
+        sample = ctypes.pointer(pynvml.struct_c_nvmlGpmSample_t())
+        self.live[address(sample)] = sample
+        self.allocations += 1
+        return sample
+
+    def get(self, handle: Any, sample: Any) -> Any:
+        assert address(sample) in self.live, "sampled into a freed or foreign sample"
+        self.ticks[handle.index] = tick = self.ticks.get(handle.index, 0) + 1
+        self.filled[address(sample)] = (handle.index, tick)
+        return sample
+
+    def metrics(self, request: Any) -> Any:
+        assert (request.version, request.numMetrics) == (pynvml.NVML_GPM_METRICS_GET_VERSION, 1)
+        assert request.metrics[0].metricId == pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL
+        gpu, before = self.filled[address(request.sample1)]
+        same_gpu, after = self.filled[address(request.sample2)]
+        assert (same_gpu, after) == (gpu, before + 1), "sample1 must be the GPU's previous sample"
+        request.metrics[0].nvmlReturn = pynvml.NVML_SUCCESS
+        request.metrics[0].value = self.tensor_pct[gpu]
+        return request
+
+    def free(self, sample: Any) -> None:
+        del self.live[address(sample)]
+
+
 class FakeDriver:
     """Two GPUs behind monkeypatched pynvml functions; tests override single calls."""
 
@@ -35,6 +82,7 @@ class FakeDriver:
         self.init_calls = 0
         self.events: list[Any] = []
         self.patch = monkeypatch
+        self.gpm = FakeGpm()
         calls: dict[str, Any] = {
             "nvmlInit": self._init,
             "nvmlShutdown": lambda: None,
@@ -62,6 +110,11 @@ class FakeDriver:
             "nvmlDeviceRegisterEvents": lambda h, types, es: None,
             "nvmlEventSetWait_v2": self._wait,
             "nvmlEventSetFree": lambda es: None,
+            "nvmlGpmQueryDeviceSupport": self.gpm.support,
+            "nvmlGpmSampleAlloc": self.gpm.alloc,
+            "nvmlGpmSampleGet": self.gpm.get,
+            "nvmlGpmMetricsGet": self.gpm.metrics,
+            "nvmlGpmSampleFree": self.gpm.free,
         }
         for name, fn in calls.items():
             monkeypatch.setattr(pynvml, name, fn)

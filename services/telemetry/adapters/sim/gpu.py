@@ -44,6 +44,7 @@ class SimGpu:
     t: float  # epoch seconds of the last step
     rng: random.Random
     sm: float = 0.0
+    tensor: float = 0.0  # tensor-core activity, % (kept at 0 on models without tensor cores)
     mem_util: float = 0.0
     fb_used: float = 0.0
     pcie_rx: float = 0.0
@@ -71,12 +72,15 @@ def combine(loads: list[Load]) -> Load:
     """Several workloads sharing a GPU add up, saturating at the hardware limits."""
     if len(loads) == 1:
         return loads[0]
+    busy = sum(x.sm_pct for x in loads)
     return Load(
-        sm_pct=min(sum(x.sm_pct for x in loads), 100.0),
+        sm_pct=min(busy, 100.0),
         mem_util_pct=min(sum(x.mem_util_pct for x in loads), 100.0),
         pcie_rx_fraction=min(sum(x.pcie_rx_fraction for x in loads), 1.0),
         memory_fraction=sum(x.memory_fraction for x in loads),
         memory_tau_s=min(x.memory_tau_s for x in loads),
+        # Each workload's tensor kernels take their share of its own SM time.
+        tensor_share=sum(x.sm_pct * x.tensor_share for x in loads) / busy if busy > 0 else 0.0,
     )
 
 
@@ -91,6 +95,7 @@ def step(gpu: SimGpu, *, t: float, load: Load) -> None:
     util_gain = 1.0 - exp(-dt / UTIL_TAU_S) if dt > 0 else 0.0
     sm_target = load.sm_pct * (0.35 if gpu.pcie_saturated else 1.0)  # starved of input
     gpu.sm = sm = gpu.sm + (sm_target - gpu.sm) * util_gain
+    gpu.tensor = sm * load.tensor_share if spec.tensor_cores else 0.0
     gpu.mem_util = mem_util = gpu.mem_util + (load.mem_util_pct - gpu.mem_util) * util_gain
     rx_fraction = 0.97 if gpu.pcie_saturated else load.pcie_rx_fraction
     gpu.pcie_rx = rx_fraction * spec.pcie_bytes_per_s
@@ -155,7 +160,13 @@ def values(gpu: SimGpu) -> tuple[Any, ...]:
         gpu.ecc_sbe,
         gpu.ecc_dbe,
         gpu.throttle,
+        _tensor_active(gpu),
     )
+
+
+def _tensor_active(gpu: SimGpu) -> float | None:
+    """Tensor-core activity, %: its workloads' share of the SM activity; None without tensor cores."""
+    return round(gpu.tensor, 1) if gpu.spec.tensor_cores else None
 
 
 def read(gpu: SimGpu, *, now: datetime) -> GpuReading:
@@ -170,6 +181,7 @@ def read(gpu: SimGpu, *, now: datetime) -> GpuReading:
         timestamp=now,
         sm_util_pct=round(gpu.sm, 1),
         mem_util_pct=round(gpu.mem_util, 1),
+        tensor_active_pct=_tensor_active(gpu),
         fb_used_bytes=int(gpu.fb_used),
         fb_total_bytes=spec.memory_bytes,
         pcie_tx_bytes_per_s=int(gpu.pcie_tx),

@@ -44,12 +44,15 @@ class LoadProfile:
     memory_tau_s: float  # how fast memory grows toward the plateau
     pcie_rx_fraction: float  # share of the host link used for input
     startup_delay_s: float  # container start, imports, data loader warm-up
+    # Share of the SM-busy time spent in tensor-core kernels: mixed-precision GEMMs and attention
+    # dominate training, inference adds more memory-bound kernels, notebooks are mostly elementwise.
+    tensor_share: float = 0.0
 
 
 PROFILES: dict[ProfileKind, LoadProfile] = {
-    ProfileKind.TRAINING: LoadProfile(92.0, 4.0, 55.0, 0.78, 60.0, 0.04, 45.0),
-    ProfileKind.INFERENCE: LoadProfile(50.0, 15.0, 30.0, 0.45, 10.0, 0.02, 20.0),
-    ProfileKind.INTERACTIVE: LoadProfile(12.0, 20.0, 8.0, 0.25, 30.0, 0.005, 5.0),
+    ProfileKind.TRAINING: LoadProfile(92.0, 4.0, 55.0, 0.78, 60.0, 0.04, 45.0, 0.5),
+    ProfileKind.INFERENCE: LoadProfile(50.0, 15.0, 30.0, 0.45, 10.0, 0.02, 20.0, 0.35),
+    ProfileKind.INTERACTIVE: LoadProfile(12.0, 20.0, 8.0, 0.25, 30.0, 0.005, 5.0, 0.1),
 }
 
 
@@ -62,6 +65,7 @@ class Load:
     pcie_rx_fraction: float
     memory_fraction: float
     memory_tau_s: float = 30.0
+    tensor_share: float = 0.0  # of the SM activity, on GPUs with tensor cores (LoadProfile.tensor_share)
 
 
 IDLE = Load(0.0, 0.0, 0.0, 0.0)
@@ -75,7 +79,7 @@ def profile_load(*, kind: ProfileKind, rng: random.Random) -> Load:
         sm = 85.0  # a notebook cell runs: short bursts on an otherwise idle GPU
     sm = min(max(sm, 0.0), 100.0)
     mem_util = min(p.mem_util_pct * sm / max(p.sm_pct, 1.0), 100.0)
-    return Load(sm, mem_util, p.pcie_rx_fraction, p.memory_fraction, p.memory_tau_s)
+    return Load(sm, mem_util, p.pcie_rx_fraction, p.memory_fraction, p.memory_tau_s, p.tensor_share)
 
 
 def lag(*, current: float, target: float, dt_s: float, tau_s: float) -> float:

@@ -140,6 +140,7 @@ def _metrics(s: GpuSample) -> dict[str, Any]:
         "ecc_sbe_count": s.ecc_sbe_total,
         "ecc_dbe_count": s.ecc_dbe_total,
         "throttle_reasons": s.throttle_reasons,
+        "tensor_active_pct": s.tensor_active_pct,  # last, as in sample_wire.METRIC_FIELDS
     }
 
 
