@@ -45,6 +45,8 @@ TARGETS: dict[tuple[str, str], Target] = {
     ("bus.outbox_to_consumer", "duplicates_applied"): Target(0, False, "exactly-once application"),
     ("scheduler.placement", "decisions_per_s"): Target(1000, True, "issue 4; Slurm sustains 500 jobs/s"),
     ("scheduler.e2e", "submit_to_placed_p99_ms"): Target(50, False, "issue 4, ms at 100 submissions/s"),
+    ("scheduler.array", "accepted_jobs_per_s"): Target(10000, True, "issue 24, one 10,000-job array"),
+    ("scheduler.array", "submit_to_all_placed_s"): Target(3, False, "issue 24, 10,000 jobs on 10,000 GPUs"),
     # The fleet (10,000 GPUs unless --gpus says otherwise; the report shows fleet_gpus) offers exactly one
     # sample per GPU a second, so the measured rate falls on either side of 10,000 by where the window cuts
     # the ticks. Held instead: the window no more than one tick short of the fleet's samples, and the

@@ -12,7 +12,7 @@ from libs.common.runtime import ConsumerSpec, ServiceRuntime
 from services.scheduler.adapters.catalog_loader import load_catalog, load_gpu_models
 from services.scheduler.adapters.quota_store import QuotaStore
 from services.scheduler.adapters.task_reads import TaskReads
-from services.scheduler.api import admin, advice, drafts, results, tasks, tenants, workloads
+from services.scheduler.api import admin, advice, arrays, drafts, results, tasks, tenants, workloads
 from services.scheduler.service.context import SchedulerContext
 from services.scheduler.service.handlers import SchedulerDeps, handlers
 from services.scheduler.service.placer import Placer
@@ -57,6 +57,7 @@ def create_app(settings: SchedulerSettings | None = None, *, quotas: QuotaStore 
             tenants.router,
             drafts.router,
             workloads.router,
+            arrays.router,
             results.router,
             tasks.router,
             admin.router,

@@ -8,12 +8,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from libs.common.events.agent import ExitReason
-from services.scheduler.domain.creation import CreationOptions, ImageStep, NetworkStep
+from services.scheduler.domain.arrays import MAX_ARRAY_ITEMS
+from services.scheduler.domain.creation import CreationOptions, CreationSpec, ImageStep, NetworkStep
 from services.scheduler.domain.model import ResourceRequest
-from services.scheduler.domain.stored import StoredWorkload
+from services.scheduler.domain.stored import StoredArray, StoredWorkload
 
 __all__ = [
     "DRAFT_STEP_DOC",
+    "ArrayItemOut",
     "DraftIn",
     "DraftOut",
     "DraftStepIn",
@@ -26,6 +28,8 @@ __all__ = [
     "RunOut",
     "ShareIn",
     "ShareOut",
+    "WorkloadArrayIn",
+    "WorkloadArrayOut",
     "WorkloadOut",
 ]
 
@@ -94,6 +98,8 @@ class WorkloadOut(BaseModel):
     run: RunOut | None = Field(default=None, description="What runs; null for a workload from before.")
     host: HostOut | None = Field(default=None, description="Its process or container once running.")
     exit: ExitOut | None = Field(default=None, description="How its run exited, once the host said.")
+    array_id: str | None = Field(default=None, description="The job array it came from, if any.")
+    array_index: int | None = Field(default=None, description="Its item's index in that array.")
 
     @classmethod
     def of(cls, stored: StoredWorkload) -> WorkloadOut:
@@ -214,3 +220,51 @@ class DraftOut(BaseModel):
     steps: dict[str, Any]
     missing: list[str]
     workload_id: str | None
+
+
+class WorkloadArrayIn(BaseModel):
+    """A job array: up to MAX_ARRAY_ITEMS creation requests, accepted together or not at all."""
+
+    model_config = ConfigDict(extra="forbid")
+    items: list[CreationSpec] = Field(
+        min_length=1,
+        max_length=MAX_ARRAY_ITEMS,
+        description=f"1 to {MAX_ARRAY_ITEMS} bodies of POST /v1/workloads, each validated as it is there.",
+    )
+
+
+class ArrayItemOut(BaseModel):
+    """One item of an accepted array: the workload it became, as POST /v1/workloads answers it."""
+
+    index: int
+    workload_id: str
+    priority: float = Field(description="Its priority when queued.")
+    position: int = Field(description="Its place in the queue when queued.")
+
+
+class WorkloadArrayOut(BaseModel):
+    """An accepted job array: its workloads in item order."""
+
+    array_id: str
+    tenant_id: str
+    count: int
+    submitted_at: datetime
+    client_key: str | None = Field(description="The Idempotency-Key it was submitted under, if any.")
+    items: list[ArrayItemOut]
+
+    @staticmethod
+    def body(stored: StoredArray) -> dict[str, Any]:
+        """The JSON body of a stored array, built without a model per item (an array has 10,000)."""
+        first = stored.first_position
+        items = [
+            {"index": i, "workload_id": w, "priority": p, "position": first + i}
+            for i, (w, p) in enumerate(zip(stored.workload_ids, stored.priorities, strict=True))
+        ]
+        return {
+            "array_id": stored.array_id,
+            "tenant_id": stored.tenant_id,
+            "count": len(items),
+            "submitted_at": stored.submitted_at.isoformat(),
+            "client_key": stored.client_key,
+            "items": items,
+        }

@@ -50,11 +50,13 @@ async def list_workloads(
     tenant_id: str | None = None,
     state: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=1_000_000, description="Skip this many first.")] = 0,
+    array: Annotated[str | None, Query(description="Only this job array's, in item order.")] = None,
 ) -> list[WorkloadOut]:
     if state is not None and state not in _STATES:
         raise Unprocessable(f"unknown state {state!r}; one of {', '.join(_STATES)}", field="state")
     rows = await WorkloadStore(ctx_of(request).runtime.pool).workloads(
-        tenant=tenant_filter(caller, tenant_id), state=state, limit=limit
+        tenant=tenant_filter(caller, tenant_id), state=state, limit=limit, offset=offset, array=array
     )
     return [WorkloadOut.of(r) for r in rows]
 

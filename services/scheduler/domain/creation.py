@@ -43,6 +43,7 @@ __all__ = [
     "apply_step",
     "complete_draft",
     "parse_spec",
+    "run_json_of",
     "run_of",
     "to_workload",
 ]
@@ -269,3 +270,21 @@ def run_of(spec: CreationSpec, *, catalog: ImageCatalog) -> RunRequest:
         grace_s=spec.grace_s,
         checkpoint=spec.checkpoint,
     )
+
+
+def run_json_of(spec_json: Mapping[str, Any], *, catalog: ImageCatalog) -> dict[str, Any]:
+    """``run_of(spec).model_dump(mode="json")`` from the spec's own JSON dump, without a model: what a job
+    array stores for each of its thousands of items (a unit test holds the two equal)."""
+    image, limit = spec_json["image"], spec_json["time_limit_s"]
+    return {
+        "image": catalog.reference(name=image["name"], version=image["version"]),
+        "command": spec_json["command"],
+        "args": spec_json["args"],
+        "env": spec_json["env"],
+        "working_dir": spec_json["working_dir"],
+        "cpu_millis": spec_json["cpu_millis"],
+        "memory_bytes": spec_json["memory_bytes"],
+        "time_limit_s": float(limit) if limit is not None else None,
+        "grace_s": float(spec_json["grace_s"]),
+        "checkpoint": spec_json["checkpoint"],
+    }

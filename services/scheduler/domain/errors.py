@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-__all__ = ["InvalidTransition", "QuotaExceeded", "SchedulerError", "StateConflict", "ValidationError"]
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "InvalidTransition",
+    "ItemProblem",
+    "ItemsInvalid",
+    "QuotaExceeded",
+    "SchedulerError",
+    "StateConflict",
+    "ValidationError",
+]
 
 
 class SchedulerError(Exception):
@@ -16,6 +27,30 @@ class ValidationError(SchedulerError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class ItemProblem:
+    """One refused item of a job array: its index, and the field and message a single request would get."""
+
+    index: int
+    field: str
+    message: str
+
+    @property
+    def path(self) -> str:
+        """The field as a dotted path in the array's body (``items.3.resources.count``)."""
+        return f"items.{self.index}" + ("" if self.field == "body" else f".{self.field}")
+
+
+class ItemsInvalid(SchedulerError):
+    """Items of a job array are invalid: every one of them, in index order."""
+
+    def __init__(self, problems: Sequence[ItemProblem]) -> None:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more items)" if len(problems) > 1 else ""
+        super().__init__(f"{first.path}: {first.message}{more}")
+        self.problems = tuple(problems)
 
 
 class InvalidTransition(SchedulerError):

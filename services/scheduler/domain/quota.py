@@ -11,9 +11,21 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from services.scheduler.domain.creation import CreationSpec
 from services.scheduler.domain.errors import QuotaExceeded
+from services.scheduler.domain.model import GpuRequest, UnitsRequest
 
-__all__ = ["DIMENSIONS", "QuotaLimits", "QuotaUsage", "check", "demand_of", "release", "reserve", "to_milli"]
+__all__ = [
+    "DIMENSIONS",
+    "QuotaLimits",
+    "QuotaUsage",
+    "check",
+    "demand_of",
+    "release",
+    "reserve",
+    "spec_demand",
+    "to_milli",
+]
 
 DIMENSIONS: tuple[str, ...] = ("gpus", "units_milli", "workloads")
 
@@ -44,6 +56,14 @@ def to_milli(units: float) -> int:
 def demand_of(*, gpus: int, units: float) -> QuotaUsage:
     """The quota demand of one workload holding `gpus` whole GPUs worth `units` in total."""
     return QuotaUsage(gpus=gpus, units_milli=to_milli(units), workloads=1)
+
+
+def spec_demand(spec: CreationSpec) -> QuotaUsage:
+    """What one creation request will hold at least (units of a GPU request are known only once placed)."""
+    r = spec.resources
+    gpus = r.count if isinstance(r, GpuRequest) else 0
+    units = to_milli(r.units) if isinstance(r, UnitsRequest) else 0
+    return QuotaUsage(gpus=gpus, units_milli=units, workloads=1)
 
 
 def check(*, limits: QuotaLimits, usage: QuotaUsage, demand: QuotaUsage) -> tuple[str, ...]:

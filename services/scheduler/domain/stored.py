@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 __all__ = [
+    "ArrayContext",
     "CompletedRun",
     "FairShareInputs",
     "PolicySnapshot",
@@ -20,6 +21,7 @@ __all__ = [
     "RunExit",
     "RunHost",
     "RunStart",
+    "StoredArray",
     "StoredDraft",
     "StoredGpu",
     "StoredPlacement",
@@ -73,6 +75,9 @@ class StoredWorkload:
     exit_reason: str | None = None
     exit_code: int | None = None
     exit_signal: int | None = None
+    #: The job array it was submitted in, and its index there; None for a workload submitted alone.
+    array_id: str | None = None
+    array_index: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +224,34 @@ class SubmitContext:
     #: Why new work is refused for the project this month, if it is.
     stop: str | None
     waiting: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredArray:
+    """A job array's answer as kept: its workloads in item order, each one's priority and queue position."""
+
+    array_id: str
+    tenant_id: str
+    client_key: str | None
+    body_sha256: str
+    workload_ids: list[str]
+    priorities: list[float]
+    #: The queue position the first item was given; item i was given ``first_position + i``.
+    first_position: int
+    submitted_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayContext:
+    """What an array submission decides on, in one snapshot: as SubmitContext, with every project's stop
+    and the array already kept under the request's key (if any)."""
+
+    fair_share: FairShareInputs
+    quota: StoredQuota | None
+    #: Why new work is refused, by project, for the projects of the array's items that are stopped.
+    stops: dict[str, str]
+    waiting: int
+    existing: StoredArray | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 from libs.common.db.pool import create_pool
 from libs.common.db.uow import outbox_row
@@ -18,14 +19,20 @@ from services.scheduler.adapters.quota_store import RebuildNeeded
 from services.scheduler.adapters.workload_store import WorkloadStore
 from services.scheduler.domain.creation import CreationSpec, run_of
 from services.scheduler.domain.gpu_models import requested_model
-from services.scheduler.domain.model import GpuRequest, UnitsRequest
-from services.scheduler.domain.quota import DIMENSIONS, QuotaLimits, QuotaUsage, check, to_milli
+from services.scheduler.domain.quota import DIMENSIONS, QuotaLimits, QuotaUsage, check, spec_demand
 from services.scheduler.domain.rows import limits_of
 from services.scheduler.domain.stored import StoredWorkload
 from services.scheduler.service.context import SchedulerContext
 from services.scheduler.service.pass_inputs import fair_share_book
 
-__all__ = ["QuotaExhausted", "hold_submission_pool", "submit"]
+__all__ = [
+    "QuotaExhausted",
+    "check_quota",
+    "event_resources",
+    "hold_submission_pool",
+    "resources_of",
+    "submit",
+]
 
 _DIM_NAMES = {"gpus": "GPUs", "units_milli": "compute units (milli)", "workloads": "concurrent workloads"}
 
@@ -36,29 +43,21 @@ class QuotaExhausted(ApiError):
     status, code = 429, "quota_exhausted"
 
 
-def _demand(spec: CreationSpec) -> QuotaUsage:
-    """What the request will hold at least (units of a GPU request are known only once placed)."""
-    r = spec.resources
-    gpus = r.count if isinstance(r, GpuRequest) else 0
-    units = to_milli(r.units) if isinstance(r, UnitsRequest) else 0
-    return QuotaUsage(gpus=gpus, units_milli=units, workloads=1)
-
-
 def _describe(dim: str, limits: QuotaLimits, usage: QuotaUsage, demand: QuotaUsage) -> str:
     limit, used, asked = getattr(limits, dim), getattr(usage, dim), getattr(demand, dim)
     return f"{_DIM_NAMES[dim]}: limit {limit}, in use {used}, asked {asked}"
 
 
-async def _check_quota(
-    ctx: SchedulerContext, *, tenant: str, spec: CreationSpec, limits: QuotaLimits
+async def check_quota(
+    ctx: SchedulerContext, *, tenant: str, demand: QuotaUsage, limits: QuotaLimits, field: str = "resources"
 ) -> None:
-    demand = _demand(spec)
+    """Conflict when ``demand`` can never fit the tenant's limits, QuotaExhausted when it does not fit now."""
     never = check(limits=limits, usage=QuotaUsage(), demand=demand)
     if never:
         details = {d: {"limit": getattr(limits, d), "asked": getattr(demand, d)} for d in never}
         raise Conflict(
             f"request exceeds tenant {tenant!r} quota: {_describe(never[0], limits, QuotaUsage(), demand)}",
-            field="resources",
+            field=field,
             details=details,
         )
     try:
@@ -79,9 +78,15 @@ async def _check_quota(
         )
 
 
-def _resources(spec: CreationSpec) -> dict[str, str | int]:
-    raw = spec.resources.model_dump(mode="json")
-    return {k: v if isinstance(v, (str, int)) else str(v) for k, v in raw.items() if v is not None}
+def resources_of(spec: CreationSpec) -> dict[str, str | int]:
+    """The request's resources as WorkloadSubmittedV1 carries them."""
+    return event_resources(spec.resources.model_dump(mode="json"))
+
+
+def event_resources(dumped: dict[str, Any]) -> dict[str, str | int]:
+    """Resources dumped as JSON, as WorkloadSubmittedV1 carries them: no nulls, numbers other than
+    integers as text."""
+    return {k: v if isinstance(v, (str, int)) else str(v) for k, v in dumped.items() if v is not None}
 
 
 async def _with_known_model(ctx: SchedulerContext, conn: Conn, spec: CreationSpec) -> CreationSpec:
@@ -108,7 +113,7 @@ async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> S
         if project is not None and info.stop is not None:
             raise Conflict(f"new work refused: {info.stop}", field="tags.project")
         if info.quota is not None:
-            await _check_quota(ctx, tenant=tenant, spec=spec, limits=limits_of(info.quota))
+            await check_quota(ctx, tenant=tenant, demand=spec_demand(spec), limits=limits_of(info.quota))
         wid = f"wl-{uuid.uuid4().hex[:16]}"
         prio = (
             fair_share_book(info.fair_share, ctx, now=now)
@@ -137,7 +142,7 @@ async def submit(ctx: SchedulerContext, *, tenant: str, spec: CreationSpec) -> S
             preemptible=spec.preemptible,
             pricing_class="spot" if spec.preemptible else "on_demand",
             tags=spec.tags,
-            resources=_resources(spec),
+            resources=resources_of(spec),
         )
         # Counted in the same snapshot as the checks, plus this one (the old count ran after the insert).
         position = info.waiting + 1

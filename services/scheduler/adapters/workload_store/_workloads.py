@@ -29,7 +29,13 @@ LOCK_WORKLOAD = f"SELECT {WORKLOAD} FROM workloads WHERE workload_id = $1 FOR UP
 LIST_WORKLOADS = f"""
 SELECT {WORKLOAD} FROM workloads
 WHERE ($1::text IS NULL OR tenant_id = $1) AND ($2::text IS NULL OR state = $2)
-ORDER BY submitted_at DESC, workload_id LIMIT $3
+ORDER BY submitted_at DESC, workload_id LIMIT $3 OFFSET $4
+"""
+#: An array's workloads in item order ($1 the array; tenant, state, limit and offset as LIST_WORKLOADS).
+LIST_ARRAY_WORKLOADS = f"""
+SELECT {WORKLOAD} FROM workloads
+WHERE array_id = $1 AND ($2::text IS NULL OR tenant_id = $2) AND ($3::text IS NULL OR state = $3)
+ORDER BY array_index LIMIT $4 OFFSET $5
 """
 WAITING = f"""
 SELECT {WORKLOAD} FROM workloads WHERE state IN ('queued', 'migrating') ORDER BY submitted_at, workload_id
@@ -144,9 +150,21 @@ class WorkloadRows(Rows):
         found = await self.conn.fetchrow(LOCK_WORKLOAD, workload_id)
         return None if found is None else StoredWorkload(*found)
 
-    async def workloads(self, *, tenant: str | None, state: str | None, limit: int) -> list[StoredWorkload]:
-        """Newest first."""
-        return [StoredWorkload(*r) for r in await self.conn.fetch(LIST_WORKLOADS, tenant, state, limit)]
+    async def workloads(
+        self,
+        *,
+        tenant: str | None,
+        state: str | None,
+        limit: int,
+        offset: int = 0,
+        array: str | None = None,
+    ) -> list[StoredWorkload]:
+        """Newest first; an array's in item order."""
+        if array is not None:
+            rows = await self.conn.fetch(LIST_ARRAY_WORKLOADS, array, tenant, state, limit, offset)
+        else:
+            rows = await self.conn.fetch(LIST_WORKLOADS, tenant, state, limit, offset)
+        return [StoredWorkload(*r) for r in rows]
 
     async def waiting(self) -> list[StoredWorkload]:
         """Every queued or migrating workload, oldest first."""
