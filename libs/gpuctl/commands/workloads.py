@@ -30,6 +30,9 @@ __all__ = [
     "resources_text",
 ]
 
+#: The scheduler's largest job array (POST /v1/workload-arrays), and the variable that tells a copy its index.
+MAX_ARRAY = 10_000
+ARRAY_TASK_ENV = "GPUCLOUD_ARRAY_TASK_ID"
 _STATES = ("queued", "migrating", "placed", "running", "completed", "failed", "cancelled", "preempted")
 
 
@@ -185,10 +188,25 @@ def submit(
     memory: spec.Memory = None,
     grace: spec.Grace = None,
     argv: spec.Argv = None,
+    array: Annotated[
+        int | None,
+        typer.Option(
+            "--array",
+            min=1,
+            max=MAX_ARRAY,
+            metavar="N",
+            help=f"Submit N copies as one job array (1..{MAX_ARRAY}), all or none; copy i runs with "
+            f"{ARRAY_TASK_ENV}=i, as Slurm's --array=0-(N-1) sets SLURM_ARRAY_TASK_ID.",
+        ),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(help="With --array: a retry under the same key is answered, never stored twice."),
+    ] = None,
     tenant: Tenant = None,
     output: Output = Format.TABLE,
 ) -> None:
-    """Submit a job from flags or a YAML spec (-f).
+    """Submit a job from flags or a YAML spec (-f), or N copies of it as one job array (--array N).
 
     The spec is the request body as YAML; flags given too win over it.
     """
@@ -201,8 +219,42 @@ def submit(
     )  # fmt: skip
     body = flags.body(_spec_file(file))
     body.setdefault("kind", "job")
-    created = session.client().post("scheduler", "/v1/workloads", json=body, params={"tenant_id": tenant})
-    show_created(created, output, quiet=session.quiet)
+    if array is None:
+        if idempotency_key is not None:
+            raise usage("--idempotency-key goes with --array", field="idempotency_key")
+        created = session.client().post("scheduler", "/v1/workloads", json=body, params={"tenant_id": tenant})
+        show_created(created, output, quiet=session.quiet)
+        return
+    submitted = session.client().post(
+        "scheduler",
+        "/v1/workload-arrays",
+        json={"items": array_items(body, array)},
+        params={"tenant_id": tenant},
+        headers={"Idempotency-Key": idempotency_key} if idempotency_key else None,
+    )
+    show_array(submitted, output, quiet=session.quiet)
+
+
+def array_items(body: dict[str, Any], count: int) -> list[dict[str, Any]]:
+    """``count`` copies of one request, copy i told its index in its environment."""
+    env = body.get("env") or {}
+    return [{**body, "env": {**env, ARRAY_TASK_ENV: str(i)}} for i in range(count)]
+
+
+def show_array(submitted: dict[str, Any], output: Output, *, quiet: bool) -> None:
+    """A new array: its workloads' ids alone with --quiet, else its id and the ids as the format says."""
+    ids = [item["workload_id"] for item in submitted["items"]]
+    if quiet and output is Format.TABLE:
+        sys.stdout.write("".join(f"{i}\n" for i in ids))
+        return
+    emit(
+        submitted,
+        output,
+        view=lambda a: (
+            f"{a['array_id']}: {a['count']} workloads queued ({ids[0]} .. {ids[-1]}); "
+            f"list them with gpuctl ls --array {a['array_id']}"
+        ),
+    )
 
 
 def show_created(created: dict[str, Any], output: Output, *, quiet: bool) -> None:
@@ -217,14 +269,14 @@ def ls(
     ctx: typer.Context,
     state: Annotated[str | None, typer.Option(help=f"Only this state: {', '.join(_STATES)}.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many.", min=1, max=1000)] = 100,
+    array: Annotated[str | None, typer.Option(help="Only this job array's workloads (arr-...).")] = None,
     tenant: Tenant = None,
     output: Output = Format.TABLE,
 ) -> None:
     """Your workloads: state, priority, place in the queue."""
     session = session_of(ctx)
-    rows = session.client().get(
-        "scheduler", "/v1/workloads", {"state": state, "limit": limit, "tenant_id": tenant}
-    )
+    query = {"state": state, "limit": limit, "array": array, "tenant_id": tenant}
+    rows = session.client().get("scheduler", "/v1/workloads", query)
     now = session.now()
     emit(rows, output, view=lambda r: ls_view(r, now=now))
 

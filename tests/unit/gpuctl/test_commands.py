@@ -329,3 +329,48 @@ def test_incidents_describe_without_device_actions_shows_no_actions_table(cli: C
     result = cli("incidents", "describe", "inc-1")
     assert result.code == 0, result.err
     assert "OUTCOME" not in result.out
+
+
+def _array_answer(count: int) -> dict[str, object]:
+    items = [{"index": i, "workload_id": f"wl-{i}", "priority": 0.5, "position": i + 1} for i in range(count)]
+    return {"array_id": "arr-1", "tenant_id": "acme", "count": count, "items": items}
+
+
+def test_submit_array_sends_n_copies_in_one_request_each_told_its_index(cli: Cli) -> None:
+    cli.api.on("POST", "scheduler", "/v1/workload-arrays", httpx.Response(201, json=_array_answer(3)))
+    result = cli(
+        "submit", "--image", "pytorch:2.3", "--gpu", "L4", "--vpc", "vpc-main1", "--subnet", "subnet-a001",
+        "--sg", "sg-default", "--env", "SEED=7", "--array", "3", "--idempotency-key", "sweep-1",
+        "--", "python", "train.py",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    (sent,) = cli.api.requests("POST", "/v1/workload-arrays")
+    assert sent.headers["Idempotency-Key"] == "sweep-1"
+    items = cli.api.body("POST", "/v1/workload-arrays")["items"]
+    assert [i["env"] for i in items] == [{"SEED": "7", "GPUCLOUD_ARRAY_TASK_ID": str(n)} for n in range(3)]
+    assert {(tuple(i["command"]), i["resources"]["model"]) for i in items} == {(("python", "train.py"), "L4")}
+    assert "arr-1: 3 workloads queued (wl-0 .. wl-2)" in result.out
+    assert cli.api.requests("POST", "/v1/workloads") == []
+
+
+def test_submit_array_quiet_prints_one_id_a_line(cli: Cli) -> None:
+    cli.api.on("POST", "scheduler", "/v1/workload-arrays", httpx.Response(201, json=_array_answer(2)))
+    result = cli("--quiet", "submit", "--image", "pytorch:2.3", "--gpu", "L4", "--array", "2")
+    assert (result.code, result.out) == (0, "wl-0\nwl-1\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("--array", "0"), "--array"),
+        (("--array", "10001"), "--array"),
+        (("--idempotency-key", "k"), "with --array"),
+    ],
+)
+def test_submit_array_bounds_and_a_key_without_an_array_are_usage_errors(
+    cli: Cli, args: tuple[str, ...], says: str
+) -> None:
+    result = cli("submit", "--image", "pytorch:2.3", *args)
+    assert result.code == 2
+    assert says in result.err
+    assert cli.api.seen == []
