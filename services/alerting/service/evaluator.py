@@ -18,11 +18,12 @@ from the persisted groups (so they resolve), and their pending ones start over.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from prometheus_client import Counter, Gauge
 
@@ -49,7 +50,7 @@ from services.alerting.domain.rules import EvaluationMode
 from services.alerting.domain.samples import derive, reading_fields
 from services.alerting.service.unit_of_work import alerting_uow
 
-__all__ = ["Evaluator", "LeadershipLost", "plain_readings", "reading_checks"]
+__all__ = ["Evaluator", "LeadershipLost", "in_time_order", "plain_readings", "reading_checks"]
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +60,9 @@ EVALUATION_LAG = Gauge(
 )
 TRANSITIONS = Counter("gpucloud_alerting_transitions_total", "Alert state transitions.", ["kind"])
 
-# Records evaluated between two looks at the timers and two yields to the event loop (delivery, API):
-# a fetch of 2,000 records is a few hundred milliseconds of CPU, a slice a few tens.
-SLICE_RECORDS = 200
+# Records evaluated (on a worker thread) between two looks at the timers and two commits: a fetch of
+# 2,000 records is a few hundred milliseconds of CPU, a slice under ten; a page waits for its slice.
+SLICE_RECORDS = 40
 # Longest wait for records when idle (then timers advance). Not shortened when a timer is due: after
 # a restart the replayed samples, not a tick racing them, say when a restored pending alert fired.
 IDLE_WAIT_MS = 50
@@ -77,7 +78,12 @@ class SampleRecord(Protocol):
     @property
     def offset(self) -> int: ...
     @property
+    def timestamp(self) -> int: ...
+    @property
     def value(self) -> bytes | None: ...
+
+
+_R = TypeVar("_R", bound=SampleRecord)
 
 
 class EvaluatorSettings(Protocol):
@@ -189,7 +195,7 @@ class Evaluator:
         self._last_tick = 0.0
 
         async def handle(poll: Poll) -> None:
-            await self._evaluate(runtime, engine, [record for part in poll.values() for record in part])
+            await self._evaluate(runtime, engine, in_time_order(poll.values()))
 
         await stream.run(stop, handle)
 
@@ -197,11 +203,13 @@ class Evaluator:
         self, runtime: ServiceRuntime, engine: Engine, records: Sequence[SampleRecord]
     ) -> None:
         """One poll, in slices: after each, due `for` timers fire and what changed is committed (which
-        wakes the delivery worker), then the loop yields so delivery runs promptly."""
+        wakes the delivery worker)."""
         for start in range(0, len(records), SLICE_RECORDS):
-            self._observe(engine, records[start : start + SLICE_RECORDS])
+            # Off the event loop: the loop's delivery and API wait at most the interpreter's switch
+            # interval (5 ms) for the CPU a slice takes, not the whole slice at each of their steps.
+            part = records[start : start + SLICE_RECORDS]
+            await asyncio.to_thread(self._observe, engine, self.prometheus, part)
             await self._step(runtime, engine)
-            await asyncio.sleep(0)
         if not records:
             await self._step(runtime, engine)
 
@@ -224,8 +232,9 @@ class Evaluator:
             )
         await self._persist(runtime, engine.drain(), signal_ids)
 
-    def _observe(self, engine: Engine, records: Sequence[SampleRecord]) -> None:
-        metrics = engine.metrics | self.prometheus.fields
+    def _observe(self, engine: Engine, prometheus: PrometheusMode, records: Sequence[SampleRecord]) -> None:
+        """Feed one slice to this lead's engine and prometheus-mode groups (on a worker thread)."""
+        metrics = engine.metrics | prometheus.fields
         if self._checks_for != metrics:
             self._checks_for, self._checks = metrics, reading_checks(metrics)
         now, done, newest = _now(), 0, None
@@ -234,7 +243,7 @@ class Evaluator:
             if batch is None:
                 continue
             done += engine.observe_readings(node=batch.node, at=batch.at, readings=batch.samples, now=now)
-            self.prometheus.observe_readings(node=batch.node, at=batch.at, readings=batch.samples)
+            prometheus.observe_readings(node=batch.node, at=batch.at, readings=batch.samples)
             newest = batch.at
         self.evaluated += done
         SAMPLES_EVALUATED.inc(done)
@@ -312,6 +321,13 @@ async def _emit(uow: UnitOfWork, change: Transition) -> None:
             ends_at=change.at,
         )
         await uow.emit(resolved, tenant=tenant)
+
+
+def in_time_order(parts: Iterable[Sequence[_R]]) -> list[_R]:
+    """A poll's records, its partitions merged by the records' timestamps, each partition's order kept
+    (a node's batches stay in order). Partition after partition, a batch published first in a second
+    waited behind every batch of the partitions before its own: hundreds of milliseconds at 10,000 GPUs."""
+    return list(heapq.merge(*parts, key=lambda record: record.timestamp))
 
 
 def reading_checks(metrics: Collection[str]) -> FieldChecks:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from services.alerting.domain.rules import DEFAULT_RULES, Comparator, Rule, Rule
 from services.alerting.domain.samples import derive, reading_labels, to_sample, value_fields
 from services.alerting.domain.series_evaluation import SeriesState
 from services.alerting.domain.signals import fault_signal
-from services.alerting.service.evaluator import plain_readings, reading_checks
+from services.alerting.service.evaluator import in_time_order, plain_readings, reading_checks
 from tests.unit.alerting.clock import at
 
 GIB = 1024**3
@@ -176,3 +177,36 @@ def test_a_pending_alert_of_a_silent_series_fires_on_advance_after_the_grace_dat
     assert [t[:2] for t in summary(changes.transitions)] == [("firing", "MemFast")]
     assert changes.transitions[0].alert.starts_at == at(12)
     assert [n.status.value for n in changes.notifications] == ["firing"]
+
+
+@dataclass(frozen=True)
+class _Record:
+    partition: int
+    offset: int
+    timestamp: int
+    value: bytes | None = None
+
+
+def test_a_poll_is_evaluated_in_time_order_across_partitions_and_in_order_within_each() -> None:
+    early_in_p2 = _Record(2, 0, timestamp=1_000)
+    parts = [
+        [_Record(0, 0, 1_010), _Record(0, 1, 1_020)],
+        [_Record(1, 0, 1_005), _Record(1, 1, 1_030)],
+        [early_in_p2, _Record(2, 1, 1_015), _Record(2, 2, 1_001)],  # a late stamp keeps its place
+    ]
+
+    ordered = in_time_order(parts)
+
+    assert ordered[0] is early_in_p2  # the first published is not kept behind two partitions
+    assert sorted(ordered, key=lambda r: (r.partition, r.offset)) == [r for part in parts for r in part]
+    for p in range(3):
+        assert [r.offset for r in ordered if r.partition == p] == sorted(r.offset for r in parts[p])
+    assert [(r.partition, r.offset) for r in ordered] == [
+        (2, 0),
+        (1, 0),
+        (0, 0),
+        (2, 1),
+        (2, 2),
+        (0, 1),
+        (1, 1),
+    ]
