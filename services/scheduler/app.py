@@ -67,6 +67,7 @@ def create_app(settings: SchedulerSettings | None = None, *, quotas: QuotaStore 
             "Multi-tenant queue with dynamic priority, fair share, a reserved pool, "
             "quotas, gang placement and preemption."
         ),
+        larger_bodies={arrays.ARRAYS_PATH: settings.max_array_request_bytes},
     )
     app.state.scheduler = ctx
     app.state.objects = objects

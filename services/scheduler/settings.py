@@ -21,13 +21,13 @@ class SchedulerSettings(BaseServiceSettings):
 
     service_name: str = "scheduler"
     http_port: int = 8002
-    #: A job array (POST /v1/workload-arrays, up to 10,000 items) may be this large; other bodies are far
-    #: smaller and bounded by their own fields.
-    max_request_bytes: int = Field(
+    #: A job array (POST /v1/workload-arrays, up to 10,000 items) may be this large; every other path
+    #: keeps max_request_bytes (1 MiB).
+    max_array_request_bytes: int = Field(
         default=16 * 1024 * 1024,
         ge=1024,
         le=1024 * 1024 * 1024,
-        description="Largest request body accepted (413 above it): room for a 10,000-item job array.",
+        description="Largest job-array body accepted (413 above it): room for 10,000 items.",
     )
     pass_interval_s: float = Field(default=1.0, gt=0, description="Longest wait between schedule passes.")
     lock_retry_s: float = Field(default=1.0, gt=0, description="How often a standby tries to become placer.")

@@ -9,7 +9,7 @@ import json
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import cache
@@ -48,8 +48,12 @@ def create_service_app(
     description: str,
     routers: Sequence[APIRouter] = (),
     version: str = "0.1.0",
+    larger_bodies: Mapping[str, int] | None = None,
 ) -> FastAPI:
-    """A FastAPI app whose lifespan starts and stops the runtime, with /healthz, /readyz and /metrics."""
+    """A FastAPI app whose lifespan starts and stops the runtime, with /healthz, /readyz and /metrics.
+
+    ``larger_bodies``: path -> body limit for the few paths that take more than the settings'
+    ``max_request_bytes`` (RequestGuard)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -73,7 +77,10 @@ def create_service_app(
     install_rate_limit(app, runtime)  # before the routers: each route they add checks it first
     # Inside the latency middleware, so a refused request is measured like any other.
     app.add_middleware(
-        RequestGuard, max_body_bytes=runtime.settings.max_request_bytes, routes=app.router.routes
+        RequestGuard,
+        max_body_bytes=runtime.settings.max_request_bytes,
+        routes=app.router.routes,
+        larger=larger_bodies,
     )
     app.add_middleware(_LatencyMiddleware, service=runtime.settings.service_name)
     app.include_router(_probes(runtime))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -31,11 +31,22 @@ class RequestGuard:
     """Plain ASGI middleware: 413 for a body over ``max_body_bytes``, 422 for a NUL anywhere in the input.
 
     ``routes`` (the app's) let a NUL in the path be reported by the name of the path parameter.
+    ``larger``: the few paths allowed a larger body (a job array, a fleet file), path -> limit; every
+    other path keeps ``max_body_bytes``, so what an unauthenticated caller can make a service buffer
+    stays small.
     """
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int, routes: list[BaseRoute] | None = None) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_body_bytes: int,
+        routes: list[BaseRoute] | None = None,
+        larger: Mapping[str, int] | None = None,
+    ) -> None:
         self._app = app
         self._max = max_body_bytes
+        self._larger = dict(larger or {})
         self._routes = routes or []
         self._templates: list[re.Pattern[str]] | None = None
 
@@ -47,51 +58,26 @@ class RequestGuard:
         if field is not None:
             await _nul_refusal(field)(scope, receive, send)
             return
+        limit = self._larger.get(scope["path"], self._max)
         declared = _content_length(scope)
-        if declared is not None and declared > self._max:
-            await self._too_large()(scope, receive, send)
+        if declared is not None and declared > limit:
+            await _too_large(limit)(scope, receive, send)
             return
         if declared == 0:
             await self._app(scope, receive, send)
             return
         try:
-            body = await self._read_body(receive)
+            body = await _read_body(receive, limit)
         except _ClientGone:
             return
         if body is None:
-            await self._too_large()(scope, receive, send)
+            await _too_large(limit)(scope, receive, send)
             return
         field = _nul_in_body(body)
         if field is not None:
             await _nul_refusal(field)(scope, receive, send)
             return
         await self._app(scope, _replay(body, receive), send)
-
-    async def _read_body(self, receive: Receive) -> bytes | None:
-        """The whole body, or None as soon as it passes the limit (the rest is never read)."""
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                raise _ClientGone
-            chunk: bytes = message.get("body", b"")
-            size += len(chunk)
-            if size > self._max:
-                return None
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        return b"".join(chunks)
-
-    def _too_large(self) -> JSONResponse:
-        return error_response(
-            413,
-            "payload_too_large",
-            f"body: the request body is larger than the limit of {self._max} bytes",
-            field="body",
-            details={"limit_bytes": self._max},
-        )
 
     def _nul_in_target(self, scope: Scope) -> str | None:
         """The path parameter or query parameter that holds a NUL, or None."""
@@ -120,6 +106,34 @@ class RequestGuard:
 
 class _ClientGone(Exception):
     """The client disconnected before its body was read: nothing to answer, nothing to run."""
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole body, or None as soon as it passes the limit (the rest is never read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise _ClientGone
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> JSONResponse:
+    return error_response(
+        413,
+        "payload_too_large",
+        f"body: the request body is larger than the limit of {limit} bytes",
+        field="body",
+        details={"limit_bytes": limit},
+    )
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -269,13 +269,16 @@ def ls(
     ctx: typer.Context,
     state: Annotated[str | None, typer.Option(help=f"Only this state: {', '.join(_STATES)}.")] = None,
     limit: Annotated[int, typer.Option(help="At most this many.", min=1, max=1000)] = 100,
-    array: Annotated[str | None, typer.Option(help="Only this job array's workloads (arr-...).")] = None,
+    offset: Annotated[int, typer.Option(help="Skip this many first (to page).", min=0)] = 0,
+    array: Annotated[
+        str | None, typer.Option(help="Only this job array's workloads (arr-...), in item order.")
+    ] = None,
     tenant: Tenant = None,
     output: Output = Format.TABLE,
 ) -> None:
     """Your workloads: state, priority, place in the queue."""
     session = session_of(ctx)
-    query = {"state": state, "limit": limit, "array": array, "tenant_id": tenant}
+    query = {"state": state, "limit": limit, "offset": offset or None, "array": array, "tenant_id": tenant}
     rows = session.client().get("scheduler", "/v1/workloads", query)
     now = session.now()
     emit(rows, output, view=lambda r: ls_view(r, now=now))

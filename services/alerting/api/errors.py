@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 
 from libs.common.auth import Principal
-from libs.common.http import Unprocessable
+from libs.common.http import Forbidden, Unprocessable
 from services.alerting.domain.matchers import Matcher
 from services.alerting.domain.silences import confine_to_tenant
 
@@ -27,6 +27,8 @@ def domain_error(exc: ValidationError | ValueError, *, prefix: str = "") -> Unpr
 def confined(caller: Principal, matchers: Iterable[Matcher]) -> tuple[Matcher, ...]:
     """A tenant's matchers (of a silence, a rule) narrowed to its own tenant; a 422 naming the matcher
     that reaches beyond it. An admin's stay as written."""
+    if not caller.is_admin and not caller.tenant_id:
+        raise Forbidden("this key belongs to no tenant", field="X-API-Key")
     try:
         return confine_to_tenant(matchers, None if caller.is_admin else caller.tenant_id)
     except ValueError as exc:

@@ -18,9 +18,11 @@ from services.scheduler.api.schemas import WorkloadArrayIn, WorkloadArrayOut
 from services.scheduler.domain.errors import ItemsInvalid, ValidationError
 from services.scheduler.service.arrays import submit_array
 
-__all__ = ["IDEMPOTENCY_KEY", "router"]
+__all__ = ["ARRAYS_PATH", "IDEMPOTENCY_KEY", "router"]
 
 router = APIRouter(tags=["workloads"])
+#: Where arrays are submitted; the one scheduler path allowed a body over max_request_bytes.
+ARRAYS_PATH = "/v1/workload-arrays"
 #: The request header that makes a submission a retry of the one sent before under the same key.
 IDEMPOTENCY_KEY = "Idempotency-Key"
 _REPLAYED = {"description": "A retry: the array accepted before under this key and body, answered again."}
@@ -47,7 +49,7 @@ def _items(body: dict[str, Any]) -> list[Any]:
 
 
 @router.post(
-    "/v1/workload-arrays",
+    ARRAYS_PATH,
     status_code=status.HTTP_201_CREATED,
     response_model=WorkloadArrayOut,
     responses={200: {**_REPLAYED, "model": WorkloadArrayOut}, **error_responses(403, 409, 429)},

@@ -17,5 +17,5 @@ def items_unprocessable(exc: ItemsInvalid) -> Unprocessable:
     """A job array with bad items: 422 naming the first, ``details`` listing every one (its index, its
     field in the array's body, and the message a single request would get)."""
     first = exc.problems[0]
-    details = [{"index": p.index, "field": p.path, "message": p.message} for p in exc.problems]
+    details = [p.detail() for p in exc.problems]
     return Unprocessable(str(exc), field=first.path, details=details)

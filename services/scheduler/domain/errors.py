@@ -42,6 +42,10 @@ class ItemProblem:
         """The field as a dotted path in the array's body (``items.3.resources.count``)."""
         return f"items.{self.index}" + ("" if self.field == "body" else f".{self.field}")
 
+    def detail(self) -> dict[str, int | str]:
+        """As an error's ``details`` lists it: index, field in the array's body, message."""
+        return {"index": self.index, "field": self.path, "message": self.message}
+
 
 class ItemsInvalid(SchedulerError):
     """Items of a job array are invalid: every one of them, in index order."""

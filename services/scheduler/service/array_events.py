@@ -57,9 +57,11 @@ def array_outbox(
 ) -> list[OutboxRow]:
     """Both events of every item, as the single submission writes them, in item order; ``tags`` are the
     items' tags as JSON (``to_json``)."""
-    tenant, stamp = to_json(array.tenant_id), time.isoformat().replace("+00:00", "Z")
-    head = f'{{"specversion":"1.0","id":"%s","source":{to_json(f"/gpucloud/{source}")},"type":"%s",'
-    head += f'"time":"{stamp}","subject":"%s","tenant":{tenant},"traceparent":{to_json(traceparent)},'
+    # The head is a %-template: what is written into it verbatim has its own % doubled.
+    tenant, stamp = _literal(to_json(array.tenant_id)), time.isoformat().replace("+00:00", "Z")
+    origin, trace = _literal(to_json(f"/gpucloud/{source}")), _literal(to_json(traceparent))
+    head = f'{{"specversion":"1.0","id":"%s","source":{origin},"type":"%s",'
+    head += f'"time":"{stamp}","subject":"%s","tenant":{tenant},"traceparent":{trace},'
     head += '"datacontenttype":"application/json","data":{"type":"%s","workload_id":"%s",'
     head += f'"tenant_id":{tenant},'
     rows: list[OutboxRow] = []
@@ -77,6 +79,11 @@ def array_outbox(
             payload = head % (event_id, kind, wid, kind, wid) + data
             rows.append((event_id, _TOPIC, wid, payload.encode(), traceparent))
     return rows
+
+
+def _literal(text: str) -> str:
+    """Text to stand for itself in a %-template."""
+    return text.replace("%", "%%")
 
 
 def _resources(resources: dict[str, str | int], known: dict[tuple[tuple[str, str | int], ...], str]) -> str:

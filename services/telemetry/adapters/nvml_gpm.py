@@ -53,9 +53,10 @@ class GpmTensorActivity:
         return self._tensor_util(previous, current)
 
     def close(self) -> None:
-        """Free every GPM sample (before nvmlShutdown)."""
+        """Free every GPM sample (before nvmlShutdown), and forget which GPUs have GPM (handles are
+        the driver's session's: the next initialisation asks again)."""
         samples = [*self._previous.values(), *self._spare.values()]
-        self._previous, self._spare = {}, {}
+        self._previous, self._spare, self._supported = {}, {}, {}
         for sample in samples:
             try:
                 self._query("gpm_sample_free", pynvml.nvmlGpmSampleFree, sample)

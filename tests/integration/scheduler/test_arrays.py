@@ -205,6 +205,8 @@ async def test_a_retry_under_the_same_key_answers_the_same_array_without_storing
         assert error["code"] == "idempotency_key_reused"
         assert error["field"] == "Idempotency-Key"
         assert "another request body" in error["message"]
+        invalid = await client.post(ARRAYS, json={"items": [{"kind": "nonsense"}]}, headers=keyed)
+        assert (invalid.status_code, invalid.json()["error"]["code"]) == (409, "idempotency_key_reused")
         assert await _stored(isolation) == stored
 
 

@@ -12,19 +12,21 @@ from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from aiokafka import TopicPartition
 
 from libs.common.events import EVENT_TYPES, decode, encode, envelop, topics
 from libs.common.events.agent import WorkloadExitedV1, WorkloadStartedV1
 from libs.common.events.scheduler import AllocationItem, RunSpec, WorkloadEndedV1, WorkloadPlacedV1
 from services.telemetry.adapters.agent.publisher_fake import FakePublisher
-from services.telemetry.adapters.runner import files
+from services.telemetry.adapters.runner import files, process
 from services.telemetry.adapters.runner.process import ProcessRunner
 from services.telemetry.adapters.runner.report import RunnerReport
 from services.telemetry.adapters.runner.supervise import Supervisor
 from services.telemetry.service.agent.process import NodeAgent, utc_now
 from services.telemetry.service.agent.setup import simulated_setup
 from services.telemetry.settings import TelemetrySettings
+from tests.integration.telemetry.runs import until_reported
 
 SETTINGS = TelemetrySettings(kafka_bootstrap_servers="kafka-test:9092", kafka_topic_prefix="q.")
 SCHEDULER = TopicPartition(SETTINGS.topic(topics.SCHEDULER), 0)
@@ -122,7 +124,7 @@ def _ppid(pid: int) -> int:
 def test_a_killed_launcher_is_replaced_and_the_supervisors_it_forked_carry_on(root: Path) -> None:
     runner = _runner(root)
     _start(runner, "wl-a", gpu="GPU-a", command=["sleep", "30"])
-    _poll_until(runner, lambda seen: any(r.event == "started" for r in seen))
+    _until(runner, lambda seen: any(r.event == "started" for r in seen))
     sup = files.read_json(
         root / files.run_dir_name(workload_id="wl-a", placement_id="pl-wl-a") / files.SUPERVISOR
     )
@@ -131,21 +133,19 @@ def test_a_killed_launcher_is_replaced_and_the_supervisors_it_forked_carry_on(ro
     os.kill(launcher, signal.SIGKILL)
 
     _start(runner, "wl-b", gpu="GPU-b", command=["sh", "-c", "exit 4"])
-    seen = _poll_until(
-        runner, lambda seen: any(r.workload_id == "wl-b" and r.event == "failed" for r in seen)
-    )
+    seen = _until(runner, lambda seen: any(r.workload_id == "wl-b" and r.event == "failed" for r in seen))
     assert [r.exit_code for r in seen if r.workload_id == "wl-b" and r.event == "failed"] == [4]
     assert files.process_start(int(sup["pid"])) == sup["start"]  # wl-a's supervisor still runs
 
     assert runner.stop(workload_id="wl-a") is True
-    seen = _poll_until(runner, lambda seen: any(r.workload_id == "wl-a" for r in seen))
+    seen = _until(runner, lambda seen: any(r.workload_id == "wl-a" for r in seen))
     assert [(r.event, r.exit_reason) for r in seen if r.workload_id == "wl-a"] == [("failed", "cancelled")]
 
 
 def test_a_launch_line_that_died_unread_with_its_launcher_is_given_again(root: Path) -> None:
     runner = _runner(root)
     _start(runner, "wl-a", gpu="GPU-a", command=["sleep", "30"])
-    _poll_until(runner, lambda seen: any(r.event == "started" for r in seen))
+    _until(runner, lambda seen: any(r.event == "started" for r in seen))
     sup = files.read_json(
         root / files.run_dir_name(workload_id="wl-a", placement_id="pl-wl-a") / files.SUPERVISOR
     )
@@ -159,28 +159,63 @@ def test_a_launch_line_that_died_unread_with_its_launcher_is_given_again(root: P
     assert not (b_dir / files.CLAIM).exists()
     os.kill(launcher, signal.SIGKILL)  # the line dies with it
 
-    seen = _poll_until(
-        runner, lambda seen: any(r.workload_id == "wl-b" and r.event == "failed" for r in seen)
-    )
+    seen = _until(runner, lambda seen: any(r.workload_id == "wl-b" and r.event == "failed" for r in seen))
     assert [r.exit_code for r in seen if r.workload_id == "wl-b" and r.event == "failed"] == [4]
     assert runner.stop(workload_id="wl-a") is True
-    _poll_until(runner, lambda seen: any(r.workload_id == "wl-a" for r in seen))
+    _until(runner, lambda seen: any(r.workload_id == "wl-a" for r in seen))
 
 
 def test_a_second_supervisor_of_a_claimed_run_ends_and_touches_nothing(root: Path) -> None:
     runner = _runner(root)
     _start(runner, "wl-a", gpu="GPU-a", command=["sh", "-c", "echo once >> ran.txt"])
-    seen = _poll_until(runner, lambda seen: any(r.event == "finished" for r in seen))
+    seen = _until(runner, lambda seen: any(r.event == "finished" for r in seen))
     run_dir = root / files.run_dir_name(workload_id="wl-a", placement_id="pl-wl-a")
-    ended = (run_dir / files.EXIT).read_text()
+    assert [r.event for r in seen if r.workload_id == "wl-a"] == ["started", "finished"]
+    kept = {name: (run_dir / name).read_text() for name in (files.SUPERVISOR, files.STARTED, files.EXIT)}
     spec = files.read_json(run_dir / files.SPEC)
     assert spec is not None
 
     assert Supervisor(run_dir, spec).run() == 0  # as if its launch line had been given twice
 
-    assert (run_dir / files.EXIT).read_text() == ended
+    assert {name: (run_dir / name).read_text() for name in kept} == kept  # the first one's, as they were
     assert (run_dir / "ran.txt").read_text() == "once\n"
-    assert [r.event for r in seen if r.workload_id == "wl-a"] == ["started", "finished"]
+    assert runner.poll(now=utc_now()) == []  # nothing more to tell
+
+
+def test_a_supervisor_that_comes_up_after_its_run_was_given_up_runs_nothing(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(process, "LAUNCH_TIMEOUT_S", 0.5)
+    runner = _runner(root)
+    _start(runner, "wl-a", gpu="GPU-a", command=["sleep", "30"])
+    _until(runner, lambda seen: any(r.event == "started" for r in seen))
+    a_dir = root / files.run_dir_name(workload_id="wl-a", placement_id="pl-wl-a")
+    sup = files.read_json(a_dir / files.SUPERVISOR)
+    assert sup is not None
+    launcher = _ppid(int(sup["pid"]))
+    os.kill(launcher, signal.SIGSTOP)  # stuck: wl-b's line waits unread past the launch bound
+
+    _start(runner, "wl-b", gpu="GPU-b", command=["sh", "-c", "echo ran > ran.txt"])
+    seen = _until(runner, lambda seen: any(r.workload_id == "wl-b" and r.event == "failed" for r in seen))
+    assert [r.reason for r in seen if r.workload_id == "wl-b"] == [
+        "its supervisor never started; the workload was killed"
+    ]
+    os.kill(launcher, signal.SIGCONT)  # it reads the line now, and forks wl-b's supervisor late
+
+    b_dir = root / files.run_dir_name(workload_id="wl-b", placement_id="pl-wl-b")
+    log = b_dir / "supervisor.log"
+    deadline = time.monotonic() + 10
+    while "the run is claimed" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "the late supervisor never said it found the run claimed"
+        time.sleep(0.05)
+    assert not (b_dir / "ran.txt").exists()
+    assert not (b_dir / files.STARTED).exists()
+    assert runner.stop(workload_id="wl-a") is True
+    _until(runner, lambda seen: any(r.workload_id == "wl-a" for r in seen))
+
+
+def _until(runner: ProcessRunner, done: Callable[[list[RunnerReport]], bool]) -> list[RunnerReport]:
+    return until_reported(runner, done, timeout=10.0)
 
 
 def _start(runner: ProcessRunner, workload: str, *, gpu: str, command: list[str]) -> None:
@@ -195,17 +230,3 @@ def _start(runner: ProcessRunner, workload: str, *, gpu: str, command: list[str]
         run=RunSpec(command=command, grace_s=1),
         at=utc_now(),
     )
-
-
-def _poll_until(
-    runner: ProcessRunner, done: Callable[[list[RunnerReport]], bool], *, timeout: float = 10.0
-) -> list[RunnerReport]:
-    seen: list[RunnerReport] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        seen.extend(runner.poll(now=utc_now()))
-        runner.delivered()
-        if done(seen):
-            return seen
-        time.sleep(0.02)
-    raise AssertionError(f"not done within {timeout}s; reports: {seen}")

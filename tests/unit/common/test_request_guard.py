@@ -23,12 +23,19 @@ def _app(calls: list[str]) -> FastAPI:
         calls.append("create")
         return body
 
+    @app.post("/batches")
+    async def batch(body: dict[str, Any]) -> dict[str, int]:
+        calls.append("batch")
+        return {"size": len(body["a"])}
+
     @app.get("/projects/{project}/things")
     async def things(project: str, colour: str | None = None) -> dict[str, str | None]:
         calls.append("things")
         return {"project": project, "colour": colour}
 
-    app.add_middleware(RequestGuard, max_body_bytes=LIMIT, routes=app.router.routes)
+    app.add_middleware(
+        RequestGuard, max_body_bytes=LIMIT, routes=app.router.routes, larger={"/batches": 4 * LIMIT}
+    )
     return app
 
 
@@ -176,3 +183,15 @@ def test_the_limit_is_one_mebibyte_unless_a_service_sets_its_own(monkeypatch: py
     assert BillingSettings().max_request_bytes == 1024 * 1024
     monkeypatch.setenv("BILLING_MAX_REQUEST_BYTES", "4096")
     assert BillingSettings().max_request_bytes == 4096
+
+
+def test_a_path_allowed_a_larger_body_takes_it_and_no_more_while_the_others_keep_the_limit(
+    client: TestClient, calls: list[str]
+) -> None:
+    body = b'{"a": "' + b"x" * (2 * LIMIT) + b'"}'
+    json_type = {"content-type": "application/json"}
+    assert client.post("/batches", content=body, headers=json_type).json() == {"size": 2 * LIMIT}
+    assert _error(client.post("/things", content=body), 413)["details"] == {"limit_bytes": LIMIT}
+    over = b'{"a": "' + b"x" * (4 * LIMIT) + b'"}'
+    assert _error(client.post("/batches", content=over), 413)["details"] == {"limit_bytes": 4 * LIMIT}
+    assert calls == ["batch"]

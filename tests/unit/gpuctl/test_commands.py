@@ -374,3 +374,11 @@ def test_submit_array_bounds_and_a_key_without_an_array_are_usage_errors(
     assert result.code == 2
     assert says in result.err
     assert cli.api.seen == []
+
+
+def test_ls_pages_through_an_array(cli: Cli) -> None:
+    cli.api.on("GET", "scheduler", "/v1/workloads", [samples.workload("wl-1001")])
+    result = cli("ls", "--array", "arr-1", "--limit", "1000", "--offset", "1000", "-o", "json")
+    assert result.code == 0, result.err
+    (sent,) = cli.api.requests("GET", "/v1/workloads")
+    assert dict(sent.url.params) == {"limit": "1000", "offset": "1000", "array": "arr-1"}

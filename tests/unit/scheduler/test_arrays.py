@@ -117,11 +117,12 @@ def test_the_run_spec_written_from_the_spec_dump_is_the_one_run_of_gives(extra: 
     ).model_dump(mode="json")
 
 
-def test_array_events_decode_as_the_models_written_one_by_one_do() -> None:
+@pytest.mark.parametrize("tenant", ["acme", "50%s-of-%d"])  # a % in the tenant is no placeholder
+def test_array_events_decode_as_the_models_written_one_by_one_do(tenant: str) -> None:
     items = [_spec(tags={"project": "vision", "note": 'quote " é'}), _spec(preemptible=True, urgency=0.25)]
     specs = resolve_items(parse_items(items, catalog=CATALOG), models=MODELS)
     now = datetime(2026, 12, 3, 11, 0, 0, 123456, tzinfo=UTC)
-    array = StoredArray("arr-1", "acme", None, "x", ["wl-a", "wl-b"], [0.5, 0.312], 7, now)
+    array = StoredArray("arr-1", tenant, None, "x", ["wl-a", "wl-b"], [0.5, 0.312], 7, now)
     resources = [event_resources(s.model_dump(mode="json")["resources"]) for s in specs]
     rows = array_outbox(
         array,
@@ -136,7 +137,7 @@ def test_array_events_decode_as_the_models_written_one_by_one_do() -> None:
     for i, (wid, spec) in enumerate(zip(array.workload_ids, specs, strict=True)):
         submitted = WorkloadSubmittedV1(
             workload_id=wid,
-            tenant_id="acme",
+            tenant_id=tenant,
             kind=spec.kind.value,
             urgency=spec.urgency,
             preemptible=spec.preemptible,
@@ -145,9 +146,9 @@ def test_array_events_decode_as_the_models_written_one_by_one_do() -> None:
             resources=resources_of(spec),
         )
         queued = WorkloadQueuedV1(
-            workload_id=wid, tenant_id="acme", position=7 + i, priority=array.priorities[i]
+            workload_id=wid, tenant_id=tenant, position=7 + i, priority=array.priorities[i]
         )
-        expected += [outbox_row(e, source="scheduler", tenant="acme", time=now) for e in (submitted, queued)]
+        expected += [outbox_row(e, source="scheduler", tenant=tenant, time=now) for e in (submitted, queued)]
     assert len(rows) == len(expected) == 4
     assert len({r[0] for r in rows}) == 4
     for row, want in zip(rows, expected, strict=True):

@@ -62,6 +62,17 @@ def write_json(path: Path, doc: dict[str, Any], *, durable: bool = True) -> None
     os.replace(tmp, path)
 
 
+def claim(run_dir: Path) -> bool:
+    """Take the run's claim (CLAIM, made exclusively): True for the one taker. The supervisor takes it
+    before it runs anything, and the agent before it records a run whose supervisor never came up as
+    failed, so a late supervisor and that record never both happen."""
+    try:
+        os.close(os.open(run_dir / CLAIM, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return False
+    return True
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     """The JSON object at path; None when there is none (or not a whole one: writes are atomic)."""
     try:

@@ -357,7 +357,7 @@ class ProcessRunner:
 
     def _launch_lost(self) -> None:
         """Start again the supervisors whose launch line died with a killed launcher."""
-        for path in self._launcher.lost(forked=lambda p: (p / files.CLAIM).exists()):
+        for path in self._launcher.lost(forked=lambda p: (p / files.CLAIM).exists()):  # or given up
             run = self._runs.get(path.name)
             if run is None or run.proc is not None or run.exit_told:
                 continue
@@ -545,7 +545,9 @@ class ProcessRunner:
             self._sups[run.path.name] = sup
         if sup is None:
             age = time.time() - (run.path / files.SPEC).stat().st_mtime
-            return self._orphaned(run, "its supervisor never started") if age > LAUNCH_TIMEOUT_S else None
+            if age <= LAUNCH_TIMEOUT_S or not files.claim(run.path):
+                return None  # still to come, or it came up just now (its supervisor.json follows)
+            return self._orphaned(run, "its supervisor never started")
         if files.process_start(int(sup["pid"])) == sup.get("start"):
             return None  # alive: adopted
         return files.read_json(run.path / files.EXIT) or self._orphaned(run, "its supervisor died")

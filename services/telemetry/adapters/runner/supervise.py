@@ -103,13 +103,12 @@ class Supervisor:
 
     def claim(self) -> bool:
         """Whether this is the run's one supervisor: a second one (its launch line was sent again
-        because the launcher died, though it had forked the first) ends without touching anything."""
-        try:
-            os.close(os.open(self._dir / files.CLAIM, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        except FileExistsError:
-            print(f"{self._dir}: another supervisor has this run; this one ends", file=sys.stderr)
-            return False
-        return True
+        because the launcher died, though it had forked the first), or one that came up after the agent
+        recorded the run as never started, ends without touching anything."""
+        if files.claim(self._dir):
+            return True
+        print(f"{self._dir}: the run is claimed (by another supervisor, or given up)", file=sys.stderr)
+        return False
 
     def run(self) -> int:
         if not self.claim():
