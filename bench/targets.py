@@ -47,6 +47,10 @@ TARGETS: dict[tuple[str, str], Target] = {
     ("scheduler.e2e", "submit_to_placed_p99_ms"): Target(50, False, "issue 4, ms at 100 submissions/s"),
     ("scheduler.array", "accepted_jobs_per_s"): Target(10000, True, "issue 24, one 10,000-job array"),
     ("scheduler.array", "submit_to_all_placed_s"): Target(3, False, "issue 24, 10,000 jobs on 10,000 GPUs"),
+    ("scheduler.backlog", "registered_to_all_placed_s"): Target(
+        2, False, "issue 24, 10,000 queued jobs, capacity for all appearing at once"
+    ),
+    ("scheduler.backlog", "placed_per_s_vs_slurm"): Target(20, True, "issue 24, Slurm's 240 jobs/s"),
     # The fleet (10,000 GPUs unless --gpus says otherwise; the report shows fleet_gpus) offers exactly one
     # sample per GPU a second, so the measured rate falls on either side of 10,000 by where the window cuts
     # the ticks. Held instead: the window no more than one tick short of the fleet's samples, and the

@@ -71,30 +71,33 @@ class QuotaStore(Protocol):
         ...
 
 
-#: Reserve for each item in order: KEYS[1] is the marker, item n has KEYS[2n] (the tenant's hash) and
-#: KEYS[2n+1] (its held placements), and ARGV[4n-3..4n] (placement id, gpus, units_milli, workloads).
-#: Answers 'rebuild' without the marker, else per item {'ok'} or the dimensions over their limit.
+#: Reserve for each item in order: KEYS[1] is the marker, tenant t of the batch has KEYS[2t] (its hash)
+#: and KEYS[2t+1] (its held placements), and item n is ARGV[5n-4..5n] (t, placement id, gpus,
+#: units_milli, workloads). Answers 'rebuild' without the marker, else per item '' (reserved) or the
+#: dimensions over their limit, comma-separated: a flat list, cheap to read back for thousands.
 _RESERVE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'rebuild' end
 local dims = {'gpus', 'units_milli', 'workloads'}
 local answers = {}
-for n = 1, #ARGV / 4 do
-  local tenant, held, a = KEYS[2 * n], KEYS[2 * n + 1], 4 * (n - 1)
-  local answer = {'ok'}
-  if redis.call('HEXISTS', held, ARGV[a + 1]) == 0 then
+for n = 1, #ARGV / 5 do
+  local a = 5 * (n - 1)
+  local t = tonumber(ARGV[a + 1])
+  local tenant, held = KEYS[2 * t], KEYS[2 * t + 1]
+  local answer = ''
+  if redis.call('HEXISTS', held, ARGV[a + 2]) == 0 then
     local over = {}
     for i, d in ipairs(dims) do
       local lim = redis.call('HGET', tenant, 'lim_' .. d)
       if lim then
         local used = tonumber(redis.call('HGET', tenant, d) or '0')
-        if used + tonumber(ARGV[a + i + 1]) > tonumber(lim) then table.insert(over, d) end
+        if used + tonumber(ARGV[a + i + 2]) > tonumber(lim) then table.insert(over, d) end
       end
     end
     if #over > 0 then
-      answer = over
+      answer = table.concat(over, ',')
     else
-      for i, d in ipairs(dims) do redis.call('HINCRBY', tenant, d, ARGV[a + i + 1]) end
-      redis.call('HSET', held, ARGV[a + 1], ARGV[a + 2] .. ',' .. ARGV[a + 3] .. ',' .. ARGV[a + 4])
+      for i, d in ipairs(dims) do redis.call('HINCRBY', tenant, d, ARGV[a + i + 2]) end
+      redis.call('HSET', held, ARGV[a + 2], ARGV[a + 3] .. ',' .. ARGV[a + 4] .. ',' .. ARGV[a + 5])
     end
   end
   answers[n] = answer
@@ -102,15 +105,16 @@ end
 return answers
 """
 
-#: Release for each item in order (keys as for ``_RESERVE``, ARGV[n] the placement id): per item 'ok',
-#: or 'absent' when it held nothing; 'rebuild' without the marker.
+#: Release for each item in order (keys as for ``_RESERVE``, item n is ARGV[2n-1..2n]: t, placement id):
+#: per item 'ok', or 'absent' when it held nothing; 'rebuild' without the marker.
 _RELEASE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 'rebuild' end
 local dims = {'gpus', 'units_milli', 'workloads'}
 local answers = {}
-for n = 1, #ARGV do
-  local tenant, held = KEYS[2 * n], KEYS[2 * n + 1]
-  local demand = redis.call('HGET', held, ARGV[n])
+for n = 1, #ARGV / 2 do
+  local t = tonumber(ARGV[2 * n - 1])
+  local tenant, held, pid = KEYS[2 * t], KEYS[2 * t + 1], ARGV[2 * n]
+  local demand = redis.call('HGET', held, pid)
   if demand then
     local i = 1
     for amount in string.gmatch(demand, '[^,]+') do
@@ -119,7 +123,7 @@ for n = 1, #ARGV do
       redis.call('HSET', tenant, dims[i], left)
       i = i + 1
     end
-    redis.call('HDEL', held, ARGV[n])
+    redis.call('HDEL', held, pid)
     answers[n] = 'ok'
   else
     answers[n] = 'absent'
@@ -142,12 +146,15 @@ class RedisQuotaStore:
         self._reserve = redis.register_script(_RESERVE)
         self._release = redis.register_script(_RELEASE)
 
-    def _keys_of(self, tenants: Sequence[str]) -> list[str]:
-        """The marker, then each tenant's usage hash and held-placements hash, as the scripts take them."""
-        keys = [self._keys.key("marker")]
+    def _keys_of(self, tenants: Sequence[str]) -> tuple[list[str], list[int]]:
+        """The marker, then each distinct tenant's usage hash and held-placements hash, as the scripts take
+        them; and each item's tenant number there."""
+        keys, index = [self._keys.key("marker")], dict[str, int]()
         for tenant in tenants:
-            keys += [self._keys.key("t", tenant), self._keys.key("held", tenant)]
-        return keys
+            if tenant not in index:
+                index[tenant] = len(index) + 1
+                keys += [self._keys.key("t", tenant), self._keys.key("held", tenant)]
+        return keys, [index[t] for t in tenants]
 
     async def reserve(self, *, tenant: str, placement_id: str, demand: QuotaUsage) -> tuple[str, ...]:
         return (await self.reserve_many([(tenant, placement_id, demand)]))[0]
@@ -159,20 +166,24 @@ class RedisQuotaStore:
         """One script call, so one round trip and one atomic step for the whole batch, items in order."""
         if not items:
             return []
+        keys, tenants = self._keys_of([t for t, _p, _d in items])
         args: list[EncodableT] = []
-        for _tenant, placement_id, d in items:
-            args += [placement_id, d.gpus, d.units_milli, d.workloads]
-        raw = await self._reserve(keys=self._keys_of([t for t, _p, _d in items]), args=args)
+        for t, (_tenant, placement_id, d) in zip(tenants, items, strict=True):
+            args += [t, placement_id, d.gpus, d.units_milli, d.workloads]
+        raw = await self._reserve(keys=keys, args=args)
         if not isinstance(raw, list):
             raise RebuildNeeded("quota marker missing")
-        answers = [tuple(_text(v) for v in a) for a in raw]
-        return [() if a == ("ok",) else a for a in answers]
+        return [tuple(_text(a).split(",")) if a else () for a in raw]
 
     async def release_many(self, items: Sequence[tuple[str, str]]) -> list[bool]:
         """One script call for the whole batch, items in order."""
         if not items:
             return []
-        raw = await self._release(keys=self._keys_of([t for t, _p in items]), args=[p for _t, p in items])
+        keys, tenants = self._keys_of([t for t, _p in items])
+        args: list[EncodableT] = []
+        for t, (_tenant, placement_id) in zip(tenants, items, strict=True):
+            args += [t, placement_id]
+        raw = await self._release(keys=keys, args=args)
         if not isinstance(raw, list):
             raise RebuildNeeded("quota marker missing")
         return [_text(a) == "ok" for a in raw]

@@ -25,7 +25,13 @@ class SqlOnlyStores:
 
 
 class PostgresSchedulerUnitOfWork(PostgresUnitOfWork, SqlOnlyStores):
-    """Each store is built on the transaction's connection when first asked for (so only inside the block)."""
+    """Each store is built on the transaction's connection when first asked for (so only inside the block).
+
+    The fleet store is one per transaction: it keeps GPU registrations and the placer's wake-up until the
+    commit, which flushes them first (a rolled-back block drops them with the store).
+    """
+
+    _fleet: FleetStore | None = None
 
     @property
     def workloads(self) -> WorkloadStore:
@@ -33,4 +39,13 @@ class PostgresSchedulerUnitOfWork(PostgresUnitOfWork, SqlOnlyStores):
 
     @property
     def fleet(self) -> FleetStore:
-        return FleetStore(self.conn)
+        conn = self.conn
+        if self._fleet is None or self._fleet.conn is not conn:
+            self._fleet = FleetStore(conn, in_transaction=True)
+        return self._fleet
+
+    async def commit(self) -> None:
+        fleet, self._fleet = self._fleet, None
+        if fleet is not None and fleet.conn is self.conn:
+            await fleet.flush()
+        await super().commit()

@@ -29,6 +29,7 @@ __all__ = [
     "StoredWorkload",
     "SubmitContext",
     "Unreleased",
+    "WaitingWorkload",
     "columns_of",
 ]
 
@@ -78,6 +79,30 @@ class StoredWorkload:
     #: The job array it was submitted in, and its index there; None for a workload submitted alone.
     array_id: str | None = None
     array_index: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingWorkload:
+    """What a schedule pass reads of each waiting workload on every pass: a ``StoredWorkload`` without its
+    request (spec, run, tags), which cannot change while it waits and is read once, as ``StoredWorkload``."""
+
+    workload_id: str
+    tenant_id: str
+    state: str
+    urgency: float
+    submitted_at: datetime
+    priority: float
+    pinned_priority: float | None
+    avoid_gpus: list[str]
+    wait_reason: str | None
+    position: int | None
+    estimated_start: datetime | None
+    traceparent: str | None
+
+    @classmethod
+    def of(cls, stored: StoredWorkload) -> WaitingWorkload:
+        """What a full row says of the same fields."""
+        return cls(*(getattr(stored, f.name) for f in fields(cls)))
 
 
 @dataclass(frozen=True, slots=True)

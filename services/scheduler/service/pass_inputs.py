@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -17,7 +18,7 @@ from services.scheduler.domain.priority import DecayedUsage, FairShareBook
 from services.scheduler.domain.quota import QuotaLimits
 from services.scheduler.domain.rows import allocation_of, gpu_view, limits_of, workload_of
 from services.scheduler.domain.run import RunRequest
-from services.scheduler.domain.stored import FairShareInputs, StoredGpu, StoredWorkload
+from services.scheduler.domain.stored import FairShareInputs, StoredGpu, StoredWorkload, WaitingWorkload
 from services.scheduler.service.context import SchedulerContext
 
 __all__ = ["PassCache", "PassInputs", "fair_share_book", "load_book", "load_pass", "queue_entry"]
@@ -30,7 +31,7 @@ class PassInputs:
     state: ClusterState
     queue: list[QueueEntry]
     quotas: dict[str, QuotaLimits]
-    waiting: list[StoredWorkload]
+    waiting: list[WaitingWorkload]
     base: FreeIndex | None = None
 
 
@@ -43,20 +44,35 @@ async def load_book(conn: Conn, ctx: SchedulerContext, *, now: datetime) -> Fair
 class PassCache:
     """What the active placer keeps between passes; dropped when it stops leading.
 
-    The parsed GPU view is reused while ``fleet_version`` (bumped in every GPU-changing transaction) has not
-    moved, and each waiting workload's parsed spec (immutable once submitted) while it waits.
+    The parsed GPU view is reused while ``fleet_version`` (bumped in every GPU-changing statement) has not
+    moved; when it has, only the GPUs changed since are read and parsed again (``update_gpus``). Each
+    waiting workload's parsed spec (immutable once submitted) is kept while it waits: a pass reads the
+    request of a workload it has not seen waiting in this state, and only that one.
     """
 
     fleet_version: int | None = None
-    gpu_rows: list[StoredGpu] = field(default_factory=list)
+    #: Each GPU read, by UUID, with its view.
+    gpu_views: dict[str, tuple[StoredGpu, GpuView]] = field(default_factory=dict)
     views: tuple[GpuView, ...] | None = None
     base: FreeIndex | None = None
     workloads: dict[str, Workload] = field(default_factory=dict)
+    #: Since when (monotonic seconds) passes have left the stored queue positions behind, or None.
+    waiting_stale_since: float | None = None
+
+    def update_gpus(self, rows: Iterable[StoredGpu], *, every: bool = False) -> None:
+        """Take these GPU rows (``every``: all there are; else those changed since), parsing only rows that
+        differ from the ones kept."""
+        kept = {} if every else self.gpu_views
+        for row in rows:
+            old = self.gpu_views.get(row.gpu_uuid)
+            kept[row.gpu_uuid] = old if old is not None and old[0] == row else (row, gpu_view(row))
+        self.gpu_views, self.views, self.base = kept, None, None
 
     def gpus(self) -> tuple[GpuView, ...]:
-        """The GPU view of the rows read, built once per fleet version."""
+        """The GPU view of the rows read, by node then UUID, built once per fleet version."""
         if self.views is None:
-            self.views = tuple(gpu_view(r) for r in self.gpu_rows)
+            ordered = sorted(self.gpu_views.values(), key=lambda rv: (rv[0].node, rv[0].gpu_uuid))
+            self.views = tuple(view for _row, view in ordered)
         return self.views
 
     def base_index(self) -> FreeIndex:
@@ -65,12 +81,14 @@ class PassCache:
             self.base = FreeIndex.from_cluster(ClusterState(gpus=self.gpus(), allocations=()))
         return self.base
 
-    def workload(self, stored: StoredWorkload) -> Workload:
-        """A waiting workload as the placement core sees it (spec parsed once per workload)."""
-        w = self.workloads.get(stored.workload_id)
-        if w is None or w.state.value != stored.state:
-            w = self.workloads[stored.workload_id] = _with_run(workload_of(stored), stored)
-        return w
+    def workload(self, waiting: WaitingWorkload) -> Workload | None:
+        """A waiting workload as the placement core sees it, or None until its request was read (``keep``)."""
+        w = self.workloads.get(waiting.workload_id)
+        return w if w is not None and w.state.value == waiting.state else None
+
+    def keep(self, stored: StoredWorkload) -> None:
+        """Parse a workload's request once (its state as read with it)."""
+        self.workloads[stored.workload_id] = _with_run(workload_of(stored), stored)
 
 
 def _with_run(workload: Workload, stored: StoredWorkload) -> Workload:
@@ -97,7 +115,8 @@ def fair_share_book(inputs: FairShareInputs, ctx: SchedulerContext, *, now: date
 async def load_pass(
     pool: Pool, ctx: SchedulerContext, *, now: datetime, cache: PassCache | None = None
 ) -> PassInputs:
-    """Everything one schedule pass decides over (GPU rows read again only when the fleet changed).
+    """Everything one schedule pass decides over (GPU rows read again only when, and where, the fleet
+    changed).
 
     The queue, the policy row and the live placements are read at once over three of the pool's
     connections (one round trip of waiting instead of three), each its own snapshot as the pass has
@@ -110,13 +129,24 @@ async def load_pass(
     )
     if not waiting:
         return PassInputs(state=ClusterState(gpus=(), allocations=()), queue=[], quotas={}, waiting=[])
-    if policy.version != cache.fleet_version or cache.fleet_version is None:
-        cache.gpu_rows, cache.views, cache.base = await fleet.gpus(), None, None
-        cache.fleet_version = policy.version
+    if cache.fleet_version is None:
+        cache.update_gpus(await fleet.gpus(), every=True)
+    elif policy.version != cache.fleet_version:
+        # Versions follow commit order, and this read's snapshot is no older than the policy row's: it
+        # holds every change up to ``policy.version`` (a later one it holds too is read again next time).
+        cache.update_gpus(await fleet.gpus_since(cache.fleet_version))
+    cache.fleet_version = policy.version
     live = [p for p in live_rows if not p.migrating]
     state = ClusterState(gpus=cache.gpus(), allocations=tuple(allocation_of(p) for p in live))
     book = fair_share_book(policy.fair_share, ctx, now=now)
-    queue = [queue_entry(stored, cache=cache, book=book) for stored in waiting]
+    unread = [w.workload_id for w in waiting if cache.workload(w) is None]
+    if unread:
+        for stored in await store.workloads_by_id(unread):
+            cache.keep(stored)
+    # A workload whose state moved between the two reads waits for the next pass.
+    waiting = [w for w in waiting if cache.workload(w) is not None]
+    priorities: dict[tuple[str, float], float] = {}  # one book, one priority per tenant and urgency
+    queue = [queue_entry(w, cache=cache, book=book, priorities=priorities) for w in waiting]
     live_ids = {w.workload_id for w in waiting}
     for wid in [w for w in cache.workloads if w not in live_ids]:
         del cache.workloads[wid]
@@ -124,15 +154,28 @@ async def load_pass(
     return PassInputs(state=state, queue=queue, quotas=quotas, waiting=waiting, base=cache.base_index())
 
 
-def queue_entry(stored: StoredWorkload, *, cache: PassCache, book: FairShareBook) -> QueueEntry:
+def queue_entry(
+    stored: WaitingWorkload,
+    *,
+    cache: PassCache,
+    book: FairShareBook,
+    priorities: dict[tuple[str, float], float] | None = None,
+) -> QueueEntry:
     """A waiting workload's queue entry. Only while it migrates does it keep the priority it had and
-    avoid the GPUs it moves away from (those matter for its target alone, never for anyone else)."""
+    avoid the GPUs it moves away from (those matter for its target alone, never for anyone else).
+    ``priorities``: what ``book`` gave each tenant and urgency already (a job array's thousands share
+    one), filled as it goes."""
     migrating = stored.state == "migrating"
     pinned = stored.pinned_priority if migrating else None
-    priority = (
-        float(pinned)
-        if pinned is not None
-        else book.explain(tenant=stored.tenant_id, urgency=stored.urgency).priority
-    )
+    if pinned is not None:
+        priority = float(pinned)
+    else:
+        memo = {} if priorities is None else priorities
+        key = (stored.tenant_id, stored.urgency)
+        if key not in memo:
+            memo[key] = book.explain(tenant=stored.tenant_id, urgency=stored.urgency).priority
+        priority = memo[key]
     avoid = frozenset(stored.avoid_gpus) if migrating else frozenset()
-    return QueueEntry(workload=cache.workload(stored), priority=priority, avoid_gpus=avoid)
+    workload = cache.workload(stored)
+    assert workload is not None  # load_pass kept every waiting workload's request
+    return QueueEntry(workload=workload, priority=priority, avoid_gpus=avoid)

@@ -31,9 +31,16 @@ from services.scheduler.adapters.workload_store import WorkloadStore
 from services.scheduler.domain.decisions import QueueEntry, QueuePosition
 from services.scheduler.domain.rows import demand_of_grants, grant_of, limits_of
 from services.scheduler.domain.schedule import schedule
-from services.scheduler.domain.stored import StoredWorkload
+from services.scheduler.domain.stored import WaitingWorkload
 from services.scheduler.service.commit import commit_placements, commit_preemption, expire_preemption
 from services.scheduler.service.context import SchedulerContext
+from services.scheduler.service.pacing import (
+    COALESCE_FROM_S,
+    COALESCE_FROM_WAITING,
+    PassClock,
+    coalesce,
+    defer_waiting,
+)
 from services.scheduler.service.pass_inputs import PassCache, load_pass
 
 __all__ = ["PENDING", "Placer", "rebuild_quotas", "record_pending", "run_pass"]
@@ -90,7 +97,7 @@ async def _release_ended(ctx: SchedulerContext) -> int:
     return released
 
 
-def _changed(stored: StoredWorkload, q: QueuePosition) -> bool:
+def _changed(stored: WaitingWorkload, q: QueuePosition) -> bool:
     return bool(
         stored.position != q.position
         or stored.priority != q.priority
@@ -100,42 +107,58 @@ def _changed(stored: StoredWorkload, q: QueuePosition) -> bool:
 
 
 async def run_pass(
-    ctx: SchedulerContext, *, now: datetime, cache: PassCache | None = None, housekeeping: bool = True
+    ctx: SchedulerContext,
+    *,
+    now: datetime,
+    cache: PassCache | None = None,
+    housekeeping: bool = True,
+    lag_waiting: bool = False,
 ) -> int:
     """One schedule pass: expired preemptions, then every decision committed; returns placements.
 
     ``housekeeping``: first make sure the Redis quota state is intact and end the preemptions whose grace
     is over. The placer does that at most every ``_HOUSEKEEPING_S``, not on every pass of a stream of
     submissions; a quota state lost meanwhile is still caught by the reservation itself (``RebuildNeeded``).
-    The pass's reads run at once on the placer's pool; its placements commit together (``commit_placements``).
-    Giving back the quota of ended placements is not part of it (see ``Placer._release_soon``).
+    The pass's reads run at once on the placer's pool; its placements commit in chunks
+    (``commit_placements``). ``lag_waiting`` (the placer's loop, which clears ``ctx.wake`` before each
+    pass): a pass that placed work and was woken meanwhile may leave the queue positions to the next
+    (``_defer_waiting``). Giving back the quota of ended placements is not part of it (see
+    ``Placer._release_soon``).
     """
     if housekeeping:
         if not await ctx.quotas.intact():
             await rebuild_quotas(ctx)
         for pid in await WorkloadStore(ctx.pool_for_placer).expired_preemptions(now=now):
             await expire_preemption(ctx, pid, now=now)
+    clock = PassClock()
     inputs = await load_pass(ctx.pool_for_placer, ctx, now=now, cache=cache)
     ctx.left_waiting = len(inputs.queue)
     if not inputs.queue:
         record_pending(inputs.queue, ())
         return 0
+    clock.mark("read")
     decisions = schedule(
         inputs.queue, inputs.state, now=now, config=ctx.config(), quotas=inputs.quotas, base_index=inputs.base
     )
+    clock.mark("decided")
     gpus = {g.uuid: g for g in inputs.state.gpus}
     workloads = {e.workload.id: e.workload for e in inputs.queue}
     traces = {w.workload_id: w.traceparent for w in inputs.waiting}
     placed = await commit_placements(ctx, decisions.placements, workloads, now=now, gpus=gpus, traces=traces)
     for proposal in decisions.preemptions:
         await commit_preemption(ctx, proposal)
+    clock.mark("committed")
     rows = {w.workload_id: w for w in inputs.waiting}
     waiting = [
         (q.workload_id, q.position, q.priority, q.reason.value, q.estimated_start)
         for q in decisions.waiting
         if q.workload_id not in rows or _changed(rows[q.workload_id], q)
     ]
+    if lag_waiting and defer_waiting(ctx, cache, placed=placed):
+        waiting = []
     await WorkloadStore(ctx.pool_for_placer).record_waiting(waiting)
+    clock.mark("recorded")
+    clock.report(waiting=len(inputs.queue), placed=placed, rewritten=len(waiting))
     ctx.left_waiting = len(decisions.waiting)
     record_pending(inputs.queue, decisions.waiting)
     PLACED.inc(placed)
@@ -203,13 +226,16 @@ class Placer:
                 started = asyncio.get_running_loop().time()
                 await self._one_pass()
                 await lease.confirm()  # the lock's session must still be alive: else a standby places
+                elapsed = asyncio.get_running_loop().time() - started
                 if ctx.wake.is_set():
                     # Woken during the pass (a stream of submissions): leave the loop to the requests,
                     # consumers and relay for half the pass's length, and decide what came meanwhile in
                     # one batch, instead of back-to-back passes starving them of CPU.
-                    elapsed = asyncio.get_running_loop().time() - started
                     await sleep_or_stop(stop, min(elapsed / 2, _MAX_YIELD_S))
                 await wait_for_wake(stop, ctx.wake, ctx.settings.pass_interval_s)
+                backlog = ctx.left_waiting >= COALESCE_FROM_WAITING
+                if backlog and elapsed >= COALESCE_FROM_S and ctx.wake.is_set():
+                    await coalesce(stop, ctx.wake, last_pass_s=elapsed)
         finally:
             ctx.is_leader = False
             IS_LEADER.set(0)
@@ -230,7 +256,13 @@ class Placer:
             self._housekeeping_at = clock + _HOUSEKEEPING_S
         with PASS_SECONDS.time():
             try:
-                await run_pass(self._ctx, now=datetime.now(UTC), cache=self._cache, housekeeping=housekeeping)
+                await run_pass(
+                    self._ctx,
+                    now=datetime.now(UTC),
+                    cache=self._cache,
+                    housekeeping=housekeeping,
+                    lag_waiting=True,
+                )
             except RebuildNeeded:
                 await rebuild_quotas(self._ctx)
                 self._ctx.wake.set()  # what that pass could not reserve is decided again at once

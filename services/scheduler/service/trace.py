@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from opentelemetry.trace import SpanKind
 
 from libs.common.observability.tracing import span_from_traceparent
 
-__all__ = ["workload_trace"]
+__all__ = ["batch_trace", "workload_trace"]
 
 
 @contextmanager
@@ -23,5 +23,18 @@ def workload_trace(*, workload_id: str, traceparent: str | None, name: str) -> I
         yield
         return
     attributes = {"workload.id": workload_id}
+    with span_from_traceparent(name, traceparent=traceparent, kind=SpanKind.INTERNAL, attributes=attributes):
+        yield
+
+
+@contextmanager
+def batch_trace(*, workload_ids: Sequence[str], traceparent: str | None, name: str) -> Iterator[None]:
+    """``workload_trace`` for workloads that share one submission trace (a job array's items): one span
+    for all of them, so committing thousands costs one span, not thousands."""
+    if len(workload_ids) == 1 or not traceparent:
+        with workload_trace(workload_id=workload_ids[0], traceparent=traceparent, name=name):
+            yield
+        return
+    attributes = {"workload.count": len(workload_ids), "workload.first_id": workload_ids[0]}
     with span_from_traceparent(name, traceparent=traceparent, kind=SpanKind.INTERNAL, attributes=attributes):
         yield

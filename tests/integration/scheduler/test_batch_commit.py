@@ -1,4 +1,4 @@
-"""A pass's placements commit together: all or nothing per batch, then one at a time as before."""
+"""A pass's placements commit in chunks: all or nothing per chunk, then one at a time as before."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import httpx
 import pytest
 
+from services.scheduler.adapters.workload_store import WorkloadStore
 from services.scheduler.app import create_app
 from services.scheduler.domain.cluster import WHOLE_SLOT, GpuView, Grant
 from services.scheduler.domain.decisions import Placement
@@ -134,3 +136,77 @@ async def test_a_workload_cancelled_after_the_pass_read_it_is_not_placed_and_its
             "%scheduler.workload.placed.v1%",
         )
         assert placed_events == 1, "only the placed workload has a placed event"
+
+
+async def _states(ctx: SchedulerContext) -> dict[str, str]:
+    rows = await ctx.runtime.pool.fetch("SELECT workload_id, state FROM workloads")
+    return {r["workload_id"]: r["state"] for r in rows}
+
+
+async def _placed_events(ctx: SchedulerContext, ids: list[str]) -> dict[str, int]:
+    rows = await ctx.runtime.pool.fetch(
+        "SELECT key, count(*) AS n FROM outbox"
+        " WHERE key = ANY($1::text[]) AND convert_from(payload, 'UTF8') LIKE $2 GROUP BY key",
+        ids,
+        "%scheduler.workload.placed.v1%",
+    )
+    return {r["key"]: r["n"] for r in rows}
+
+
+async def test_a_chunk_refused_mid_way_leaves_earlier_chunks_placed_and_later_ones_queued_never_twice(
+    isolation: Isolation,
+) -> None:
+    async with _deciding_by_hand(isolation, gpus=5, workloads=6) as (ctx, _client, ready):
+        gpus, ids = ready.gpus, ready.ids
+        decisions = [
+            on(ids[0], gpus[0]),
+            on(ids[1], gpus[1]),  # chunk 1: commits
+            on(ids[2], gpus[2]),
+            on(ids[3], gpus[0]),  # chunk 2: takes chunk 1's slot, so it is refused and goes one at a time
+            on(ids[4], gpus[3]),
+            on(ids[5], gpus[4]),  # chunk 3: never written, the conflict above ends the commit
+        ]
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await commit_placements(ctx, decisions, ready.workloads, now=ready.now, gpus=ready.views, chunk=2)
+
+        placed = {ids[0], ids[1], ids[2]}
+        assert await _states(ctx) == {w: "placed" if w in placed else "queued" for w in ids}
+        assert await _placed_events(ctx, ids) == dict.fromkeys(placed, 1), "one placed event each, none twice"
+        assert await ctx.runtime.pool.fetchval("SELECT count(*) FROM placements") == 3
+        assert await ctx.quotas.usage(tenant="acme") == QuotaUsage(gpus=3, units_milli=24000, workloads=3), (
+            "only what committed holds quota: the refused chunk's reservations were given back"
+        )
+
+        # The next pass decides the rest again, and places each once.
+        rest = [on(ids[3], gpus[3]), on(ids[4], gpus[4])]
+        assert (
+            await commit_placements(ctx, rest, ready.workloads, now=ready.now, gpus=ready.views, chunk=2) == 2
+        )
+        assert await _placed_events(ctx, ids) == dict.fromkeys([*placed, ids[3], ids[4]], 1)
+
+
+async def test_a_commit_that_crashes_mid_way_keeps_the_chunks_before_and_holds_no_quota_for_the_rest(
+    isolation: Isolation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _deciding_by_hand(isolation, gpus=6, workloads=6) as (ctx, _client, ready):
+        gpus, ids = ready.gpus, ready.ids
+        real = WorkloadStore.place_many
+        calls = 0
+
+        async def lost_on_the_second(self: WorkloadStore, **kwargs: Any) -> set[str]:
+            nonlocal calls
+            calls += 1
+            if calls == 2:
+                raise ConnectionResetError("the database went away")
+            return await real(self, **kwargs)
+
+        monkeypatch.setattr(WorkloadStore, "place_many", lost_on_the_second)
+        decisions = [on(w, g) for w, g in zip(ids, gpus, strict=True)]
+        with pytest.raises(ConnectionResetError):
+            await commit_placements(ctx, decisions, ready.workloads, now=ready.now, gpus=ready.views, chunk=2)
+
+        assert await _states(ctx) == {w: "placed" if w in ids[:2] else "queued" for w in ids}
+        assert await _placed_events(ctx, ids) == dict.fromkeys(ids[:2], 1)
+        assert await ctx.quotas.usage(tenant="acme") == QuotaUsage(gpus=2, units_milli=16000, workloads=2), (
+            "the lost chunk's reservations were given back, and the chunk after it reserved nothing"
+        )

@@ -267,3 +267,25 @@ async def test_a_nodes_gpus_read_back_as_recorded_in_uuid_order(subject: Subject
         StoredGpu(**gpu_row("g1")),
         StoredGpu(**gpu_row("g2", mig_enabled=True, partitions=[SLICE])),
     ]
+
+
+async def test_registrations_and_changes_in_one_unit_of_work_apply_in_their_order(subject: Subject) -> None:
+    async with subject.units() as store:
+        await store.upsert_gpu(row=gpu_row("g1"))
+        await store.upsert_gpu(row=gpu_row("g2", units=Decimal("4")))
+        await store.set_health("g1", health="failed")
+        await store.upsert_gpu(row=gpu_row("g2", units=Decimal("2")))
+        await store.set_partitions("g2", mig_enabled=False, ratio=2, partitions=[])
+        await store.upsert_gpu(row=gpu_row("g3", health="draining"))
+        inside = {g.gpu_uuid: (g.health, g.units) for g in await store.node_gpus("n1")}
+
+    assert inside == {
+        "g1": ("failed", Decimal("8")),
+        "g2": ("healthy", Decimal("2")),
+        "g3": ("draining", Decimal("8")),
+    }, "the unit of work reads its own registrations"
+    assert await subject.gpus() == {
+        "g1": gpu_row("g1", health="failed"),
+        "g2": gpu_row("g2", units=Decimal("2"), time_slice_ratio=2),
+        "g3": gpu_row("g3", health="draining"),
+    }

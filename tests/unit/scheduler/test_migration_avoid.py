@@ -11,7 +11,7 @@ from services.scheduler.domain.creation import parse_spec
 from services.scheduler.domain.priority import FairShareBook
 from services.scheduler.domain.reserved import ReservedPoolConfig
 from services.scheduler.domain.schedule import Decisions, QueueEntry, SchedulerConfig, schedule
-from services.scheduler.domain.stored import StoredWorkload
+from services.scheduler.domain.stored import StoredWorkload, WaitingWorkload
 from services.scheduler.service.pass_inputs import PassCache, queue_entry
 from tests.unit.scheduler.builders import NOW, entry, node
 
@@ -97,9 +97,17 @@ def stored(state: str) -> StoredWorkload:
     )
 
 
+def _entry(row: StoredWorkload) -> QueueEntry:
+    """The row's queue entry as a pass makes it: its request kept in the pass's cache, then its waiting
+    fields read."""
+    cache = PassCache()
+    cache.keep(row)
+    return queue_entry(WaitingWorkload.of(row), cache=cache, book=BOOK)
+
+
 def test_only_a_migrating_workload_keeps_its_pinned_priority_and_avoids_the_gpus_it_leaves() -> None:
-    during = queue_entry(stored("migrating"), cache=PassCache(), book=BOOK)
-    requeued = queue_entry(stored("queued"), cache=PassCache(), book=BOOK)
+    during = _entry(stored("migrating"))
+    requeued = _entry(stored("queued"))
     assert (during.priority, during.avoid_gpus) == (0.9, frozenset({"a-gpu0"}))
     fair = BOOK.explain(tenant="acme", urgency=0.0).priority
     assert (requeued.priority, requeued.avoid_gpus) == (fair, frozenset())

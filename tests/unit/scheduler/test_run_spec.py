@@ -16,8 +16,9 @@ from services.scheduler.adapters.unit_of_work_fake import FakeSchedulerUnitOfWor
 from services.scheduler.api.schemas import WorkloadOut
 from services.scheduler.domain.creation import parse_spec, run_of
 from services.scheduler.domain.errors import ValidationError
+from services.scheduler.domain.model import Workload
 from services.scheduler.domain.run import RunRequest
-from services.scheduler.domain.stored import StoredWorkload
+from services.scheduler.domain.stored import StoredWorkload, WaitingWorkload
 from services.scheduler.service.cancellation import cancel
 from services.scheduler.service.handlers import SchedulerDeps, on_workload_exited, on_workload_started
 from services.scheduler.service.pass_inputs import PassCache
@@ -105,7 +106,7 @@ def test_the_run_kept_as_json_is_placed_as_the_events_run_spec() -> None:
         run_spec=run.model_dump(mode="json"),
     )
 
-    workload = PassCache().workload(stored)
+    workload = _read(stored)
 
     assert workload.run == run
     assert RunSpec.model_validate(workload.run.model_dump()) == RunSpec(
@@ -120,7 +121,16 @@ def test_the_run_kept_as_json_is_placed_as_the_events_run_spec() -> None:
         grace_s=12.5,
     )
     assert WorkloadOut.of(stored).run is not None
-    assert PassCache().workload(StoredWorkload(**{**_fields(stored), "run_spec": None})).run is None
+    assert _read(StoredWorkload(**{**_fields(stored), "run_spec": None})).run is None
+
+
+def _read(stored: StoredWorkload) -> Workload:
+    """The workload as a pass sees it: its request kept once, then found for its waiting row."""
+    cache = PassCache()
+    cache.keep(stored)
+    found = cache.workload(WaitingWorkload.of(stored))
+    assert found is not None
+    return found
 
 
 def _fields(stored: StoredWorkload) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from services.scheduler.adapters.fleet_store import (
     stored_quota,
 )
 from services.scheduler.adapters.workload_store._base import RUN_FACTS, WAKE_CHANNEL, Rows
-from services.scheduler.domain.stored import StoredWorkload, SubmitContext, columns_of
+from services.scheduler.domain.stored import StoredWorkload, SubmitContext, WaitingWorkload, columns_of
 
 __all__ = ["WorkloadRows"]
 
@@ -38,8 +38,10 @@ WHERE array_id = $1 AND ($2::text IS NULL OR tenant_id = $2) AND ($3::text IS NU
 ORDER BY array_index LIMIT $4 OFFSET $5
 """
 WAITING = f"""
-SELECT {WORKLOAD} FROM workloads WHERE state IN ('queued', 'migrating') ORDER BY submitted_at, workload_id
+SELECT {columns_of(WaitingWorkload)} FROM workloads WHERE state IN ('queued', 'migrating')
+ORDER BY submitted_at, workload_id
 """
+WORKLOADS_BY_ID = f"SELECT {WORKLOAD} FROM workloads WHERE workload_id = ANY($1::text[])"
 QUEUE_VIEW = f"""
 SELECT {WORKLOAD} FROM workloads
 WHERE state IN ('queued', 'migrating') AND ($1::text IS NULL OR tenant_id = $1)
@@ -166,9 +168,13 @@ class WorkloadRows(Rows):
             rows = await self.conn.fetch(LIST_WORKLOADS, tenant, state, limit, offset)
         return [StoredWorkload(*r) for r in rows]
 
-    async def waiting(self) -> list[StoredWorkload]:
-        """Every queued or migrating workload, oldest first."""
-        return [StoredWorkload(*r) for r in await self.conn.fetch(WAITING)]
+    async def waiting(self) -> list[WaitingWorkload]:
+        """Every queued or migrating workload, oldest first, without its request."""
+        return [WaitingWorkload(*r) for r in await self.conn.fetch(WAITING)]
+
+    async def workloads_by_id(self, workload_ids: Sequence[str]) -> list[StoredWorkload]:
+        """The workloads of these ids (in no particular order; an unknown id is left out)."""
+        return [StoredWorkload(*r) for r in await self.conn.fetch(WORKLOADS_BY_ID, list(workload_ids))]
 
     async def queue(self, *, tenant: str | None) -> list[StoredWorkload]:
         """Waiting workloads in queue order."""

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from libs.common.db.uow import outbox_row
 from libs.common.events.scheduler import (
     AllocationItem,
     RunSpec,
@@ -19,11 +18,10 @@ from libs.common.events.scheduler import (
     WorkloadPreemptionScheduledV1,
     WorkloadQueuedV1,
 )
-from services.scheduler.adapters.postgres import PostgresError
 from services.scheduler.adapters.workload_store import WorkloadStore
 from services.scheduler.domain.cluster import GpuView, Grant, SlotKind, slot_memory
 from services.scheduler.domain.decisions import Placement
-from services.scheduler.domain.model import Workload, WorkloadState
+from services.scheduler.domain.model import Workload
 from services.scheduler.domain.preemption import PreemptionProposal
 from services.scheduler.domain.rows import demand_of_grants, grant_of
 from services.scheduler.domain.stored import StoredWorkload
@@ -34,9 +32,10 @@ from services.scheduler.service.unit_of_work import SchedulerUnitOfWork
 __all__ = [
     "allocation_item",
     "commit_placement",
-    "commit_placements",
     "commit_preemption",
     "expire_preemption",
+    "placed_event",
+    "placement_row",
 ]
 
 log = logging.getLogger(__name__)
@@ -58,7 +57,7 @@ def allocation_item(grant: Grant, gpus: Mapping[str, GpuView]) -> AllocationItem
     )
 
 
-def _placement_row(
+def placement_row(
     p: Placement, w: Workload, *, pid: str, now: datetime, gpus: dict[str, GpuView]
 ) -> dict[str, Any]:
     demand = demand_of_grants(p.grants)
@@ -82,7 +81,7 @@ def _placement_row(
     }
 
 
-def _placed_event(p: Placement, w: Workload, *, pid: str, gpus: dict[str, GpuView]) -> WorkloadPlacedV1:
+def placed_event(p: Placement, w: Workload, *, pid: str, gpus: dict[str, GpuView]) -> WorkloadPlacedV1:
     return WorkloadPlacedV1(
         workload_id=w.id,
         tenant_id=w.tenant,
@@ -135,77 +134,6 @@ async def commit_placement(
             return await _place(ctx, uow, row, p, w, pid=pid, now=now, gpus=gpus)
 
 
-async def commit_placements(
-    ctx: SchedulerContext,
-    placements: Sequence[Placement],
-    workloads: Mapping[str, Workload],
-    *,
-    now: datetime,
-    gpus: dict[str, GpuView],
-    traces: Mapping[str, str | None] | None = None,
-) -> int:
-    """Commit a pass's placements together, each with its own quota reservation and event.
-
-    Two round trips for the batch: the quota of every decision reserved in one Redis script, then one
-    statement that places the workloads still queued (``traces``: each one's traceparent, for its event).
-    Reservations of workloads no longer queued (cancelled meanwhile) are given back. All or nothing per
-    batch: when the statement fails (a slot taken meanwhile), every reservation of the batch is given
-    back and each placement is retried alone, as ``commit_placement`` does. A migrating workload (old
-    placement to leave) always goes alone. Returns how many were placed.
-    """
-    if not placements:
-        return 0
-    alone = [p for p in placements if workloads[p.workload_id].state is WorkloadState.MIGRATING]
-    batch = [p for p in placements if workloads[p.workload_id].state is not WorkloadState.MIGRATING]
-    try:
-        placed = await _commit_batch(ctx, batch, workloads, now=now, gpus=gpus, traces=traces or {})
-    except PostgresError as exc:
-        log.warning("batch of %d placements refused (%s); placing one at a time", len(batch), exc)
-        placed, alone = 0, list(placements)
-    for p in alone:
-        if await commit_placement(ctx, p, workloads[p.workload_id], now=now, gpus=gpus):
-            placed += 1
-    return placed
-
-
-async def _commit_batch(
-    ctx: SchedulerContext,
-    placements: Sequence[Placement],
-    workloads: Mapping[str, Workload],
-    *,
-    now: datetime,
-    gpus: dict[str, GpuView],
-    traces: Mapping[str, str | None],
-) -> int:
-    batch = [(p, workloads[p.workload_id], f"pl-{uuid.uuid4().hex[:16]}") for p in placements]
-    if not batch:
-        return 0
-    answers = await ctx.quotas.reserve_many(
-        [(w.tenant, pid, demand_of_grants(p.grants)) for p, w, pid in batch]
-    )
-    kept = [b for b, exceeded in zip(batch, answers, strict=True) if not exceeded]
-    if not kept:
-        return 0
-    try:
-        placed_rows, slots, outbox = [], [], []
-        for p, w, pid in kept:
-            placed_rows.append(_placement_row(p, w, pid=pid, now=now, gpus=gpus))
-            slots += [(gpu, slot, pid) for gpu, slot in (g.key for g in p.grants)]
-            with workload_trace(workload_id=w.id, traceparent=traces.get(w.id), name="scheduler.place"):
-                event = _placed_event(p, w, pid=pid, gpus=gpus)
-                outbox.append((w.id, outbox_row(event, source=ctx.settings.service_name, tenant=w.tenant)))
-        placed = await WorkloadStore(ctx.pool_for_placer).place_many(
-            rows=placed_rows, slots=slots, outbox=outbox
-        )
-    except BaseException:
-        await ctx.quotas.release_many([(w.tenant, pid) for _p, w, pid in kept])
-        raise
-    gone = [(w.tenant, pid) for _p, w, pid in kept if w.id not in placed]
-    if gone:  # cancelled since the pass read the queue
-        await ctx.quotas.release_many(gone)
-    return len(placed)
-
-
 async def _place(
     ctx: SchedulerContext,
     uow: SchedulerUnitOfWork,
@@ -226,7 +154,7 @@ async def _place(
         return None
     try:
         await store.insert_placement(
-            row=_placement_row(p, w, pid=pid, now=now, gpus=gpus), slots=[g.key for g in p.grants]
+            row=placement_row(p, w, pid=pid, now=now, gpus=gpus), slots=[g.key for g in p.grants]
         )
         await store.set_state(w.id, state="placed", placement_id=pid, priority=p.priority)
         # A migration's events share one instant, the pass's. The move's fact time is not known yet: it
@@ -234,7 +162,7 @@ async def _place(
         # on as WorkloadRunningV1's started_at), which ends the old placement's charge and starts the
         # new one's; so the migrated end carries no ended_at.
         at = now if old is not None else None
-        await uow.emit(_placed_event(p, w, pid=pid, gpus=gpus), tenant=w.tenant, time=at)
+        await uow.emit(placed_event(p, w, pid=pid, gpus=gpus), tenant=w.tenant, time=at)
         if old is not None:
             ended = WorkloadEndedV1(
                 workload_id=w.id,
