@@ -76,6 +76,7 @@ def create_app(settings: InventorySettings | None = None) -> FastAPI:
             "compute units, health and capacity."
         ),
         routers=[read.router, admin.router],
+        larger_bodies={admin.FLEET_PATH: settings.max_fleet_request_bytes},
     )
     app.state.units = units
     return app

@@ -21,12 +21,13 @@ class InventorySettings(BaseServiceSettings):
 
     service_name: str = "inventory"
     http_port: int = 8001
-    #: A fleet file (POST /v1/admin/fleet) may be this large; every other body is far smaller.
-    max_request_bytes: int = Field(
+    #: A fleet file (POST /v1/admin/fleet) may be this large; every other path keeps max_request_bytes
+    #: (1 MiB), so what an unauthenticated caller can make the service buffer stays small.
+    max_fleet_request_bytes: int = Field(
         default=16 * 1024 * 1024,
         ge=1024,
         le=1024 * 1024 * 1024,
-        description="Largest request body accepted (413 above it): room for a 16 MiB fleet file.",
+        description="Largest fleet-file body accepted (413 above it): room for a 16 MiB fleet file.",
     )
     fleet_file: Path | None = Field(
         default=None, description="A fleet YAML registered at start (idempotent); unset: none."

@@ -32,9 +32,12 @@ from services.inventory.service.operations import (
 )
 from services.inventory.service.unit_of_work import inventory_uow
 
-__all__ = ["router"]
+__all__ = ["FLEET_PATH", "router"]
 
 router = APIRouter(prefix="/v1/admin", tags=["inventory admin"])
+_FLEET = "/fleet"
+#: Where a fleet file is posted: the one inventory path allowed a body over max_request_bytes.
+FLEET_PATH = router.prefix + _FLEET
 
 FLEET_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/plain")
 MAX_FLEET_BYTES = FLEET_LIMITS.max_bytes
@@ -148,7 +151,7 @@ async def _fleet_text(request: Request) -> str:
 
 
 @router.post(
-    "/fleet",
+    _FLEET,
     summary="Register or update the nodes and GPUs of a fleet file (YAML body)",
     responses=error_responses(400, 422),
     openapi_extra=_FLEET_BODY,

@@ -16,6 +16,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.routing import iter_route_contexts
 
+from services.inventory.api.admin import FLEET_PATH
+from services.scheduler.api.arrays import ARRAYS_PATH
 from tests.integration.support import ADMIN_HEADERS
 
 SERVICES = ("inventory", "scheduler", "telemetry", "alerting", "billing", "recovery")
@@ -34,9 +36,14 @@ def _paths(app: FastAPI, method: str) -> list[str]:
     )
 
 
+#: The paths allowed a larger body than their service's max_request_bytes, and the setting that says how much.
+LARGER = {FLEET_PATH: "max_fleet_request_bytes", ARRAYS_PATH: "max_array_request_bytes"}
+
+
 def _body_path(app: FastAPI) -> str:
-    """A route that takes a body (recovery has none: the guard answers before routing anyway)."""
-    paths = _paths(app, "POST") or _paths(app, "PUT") or ["/healthz"]
+    """A route that takes a body at the service's limit (recovery has none: the guard answers before
+    routing anyway)."""
+    paths = [p for p in _paths(app, "POST") or _paths(app, "PUT") or ["/healthz"] if p not in LARGER]
     return re.sub(r"\{[^}]+\}", "x", paths[0])
 
 
@@ -60,8 +67,7 @@ async def test_a_body_over_the_services_limit_is_refused_with_413_on_every_servi
 ) -> None:
     app, http = client
     path = _body_path(app)
-    # 1 MiB everywhere but inventory, whose fleet files may be 16 MiB.
-    limit = app.state.runtime.settings.max_request_bytes
+    limit = app.state.runtime.settings.max_request_bytes  # 1 MiB: every path but those of LARGER
     body = b'{"tags": {"a": "' + b"x" * limit + b'"}}'
     response = await http.post(
         path, content=body, headers={**ADMIN_HEADERS, "content-type": "application/json"}
@@ -69,6 +75,24 @@ async def test_a_body_over_the_services_limit_is_refused_with_413_on_every_servi
     error = _refusal(response, 413)
     assert error["code"] == "payload_too_large"
     assert error["field"] == "body"
+
+
+@pytest.mark.parametrize("client", ["inventory", "scheduler"], indirect=True)
+async def test_the_fleet_file_and_job_array_paths_take_bodies_over_the_service_limit_up_to_their_own(
+    client: tuple[FastAPI, httpx.AsyncClient],
+) -> None:
+    app, http = client
+    settings = app.state.runtime.settings
+    path, setting = next((p, s) for p, s in LARGER.items() if p in _paths(app, "POST"))
+    larger = getattr(settings, setting)
+    assert larger > 2 * settings.max_request_bytes
+    headers = {**ADMIN_HEADERS, "content-type": "application/json"}
+    body = b'{"items": "' + b"x" * (2 * settings.max_request_bytes) + b'"}'
+    assert (await http.post(path, content=body, headers=headers)).status_code != 413  # read, then judged
+    over = b'{"items": "' + b"x" * larger + b'"}'
+    assert _refusal(await http.post(path, content=over, headers=headers), 413)["details"] == {
+        "limit_bytes": larger
+    }
 
 
 @pytest.mark.parametrize("client", SERVICES, indirect=True)

@@ -1,4 +1,4 @@
-"""The request guard lets through every fleet file the fleet route accepts."""
+"""The request guard lets through every fleet file the fleet route accepts, and only on that path."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from services.inventory.settings import InventorySettings
 from services.scheduler.settings import SchedulerSettings
 
 
-def test_inventorys_body_limit_holds_the_largest_fleet_file_and_other_services_keep_the_small_one() -> None:
-    assert InventorySettings().max_request_bytes >= FLEET_LIMITS.max_bytes
+def test_the_fleet_path_holds_the_largest_fleet_file_and_every_other_path_keeps_the_small_limit() -> None:
+    assert InventorySettings().max_fleet_request_bytes >= FLEET_LIMITS.max_bytes
+    assert InventorySettings().max_request_bytes == 1024 * 1024
     assert SchedulerSettings().max_request_bytes == 1024 * 1024
