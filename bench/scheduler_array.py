@@ -23,7 +23,6 @@ import os
 import sys
 import tempfile
 import time
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +32,7 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BenchEnv, cpu_seconds, emit, log
-from bench.scheduler_e2e import ADMIN, cleanup, start_service, wait_ready
-from libs.common.bus import create_producer
-from libs.common.events import encode, envelop, topics
-from libs.common.events.inventory import GpuRegisteredV1
+from bench.scheduler_e2e import ADMIN, cleanup, register_fleet, start_service, wait_capacity, wait_ready
 from libs.devkit.broker import EmbeddedBroker, free_port
 
 BENCH = "scheduler.array"
@@ -47,7 +43,8 @@ TARGET_PLACED_S = 3.0
 POLL_S = 0.02
 
 
-def items() -> list[dict[str, object]]:
+def items(count: int = ITEMS) -> list[dict[str, object]]:
+    """``count`` one-GPU jobs, each its own shard (so no two are the same)."""
     return [
         {
             "kind": "job",
@@ -57,42 +54,10 @@ def items() -> list[dict[str, object]]:
             "urgency": 0.5,
             "time_limit_s": 600,
             "command": ["python", "train.py"],
-            "args": ["--shard", str(i), "--of", str(ITEMS)],
+            "args": ["--shard", str(i), "--of", str(count)],
         }
-        for i in range(ITEMS)
+        for i in range(count)
     ]
-
-
-async def register_fleet(bootstrap: str, prefix: str) -> None:
-    producer = create_producer(bootstrap=bootstrap, client_id="bench-inventory")
-    await producer.start()
-    try:
-        for n in range(NODES):
-            for i in range(GPUS_PER_NODE):
-                gpu = GpuRegisteredV1(
-                    gpu_uuid=f"GPU-{n}-{i}",
-                    node=f"node-{n}",
-                    index=i,
-                    model="A100-80GB",
-                    memory_bytes=80 * 1024**3,
-                    units=Decimal(8),
-                )
-                env = envelop(gpu, source="bench")
-                await producer.send(prefix + topics.INVENTORY, value=encode(env), key=env.subject.encode())
-        await producer.flush()
-    finally:
-        await producer.stop()
-
-
-async def wait_capacity(client: aiohttp.ClientSession, headers: dict[str, str]) -> None:
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        async with client.get("/v1/recommendations/gpu?memory_gb=1", headers=headers) as response:
-            body = await response.json()
-        if body["fleet_gpus"] >= NODES * GPUS_PER_NODE:
-            return
-        await asyncio.sleep(0.2)
-    raise RuntimeError("the scheduler never learnt the fleet")
 
 
 async def all_placed(conn: asyncpg.Connection[Any], array_id: str, started: float) -> tuple[float, int]:
@@ -124,8 +89,8 @@ async def run(env: BenchEnv, broker: EmbeddedBroker) -> None:
                 key = (await created.json())["key"]["api_key"]
             headers = {"X-API-Key": key, "Content-Type": "application/json"}
             log(f"registering {NODES * GPUS_PER_NODE} GPUs")
-            await register_fleet(broker.bootstrap, env.topic_prefix)
-            await wait_capacity(client, headers)
+            await register_fleet(broker.bootstrap, env.topic_prefix, nodes=NODES, gpus_per_node=GPUS_PER_NODE)
+            await wait_capacity(client, headers, gpus=NODES * GPUS_PER_NODE, timeout_s=180)
             body = json.dumps({"items": items()}).encode()
             conn = await asyncpg.connect(
                 env.database_url, server_settings={"search_path": env.schema("scheduler")}

@@ -41,6 +41,7 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BenchEnv, cpu_seconds, emit, log
+from bench.scheduler_array import items
 from bench.scheduler_e2e import ADMIN, PARTITIONS, cleanup, wait_ready
 from libs.common.bus import create_producer
 from libs.common.events import encode, envelop, topics
@@ -63,22 +64,6 @@ sys.argv = ["services.scheduler"]
 profile.enable()
 runpy.run_module("services.scheduler", run_name="__main__", alter_sys=True)
 """
-
-
-def items() -> list[dict[str, object]]:
-    return [
-        {
-            "kind": "job",
-            "image": {"name": "pytorch", "version": "2.3"},
-            "resources": {"kind": "gpu", "model": "A100-80GB", "count": 1},
-            "network": {"vpc_id": "vpc-bench", "subnet_id": "subnet-bench", "security_group_id": "sg-bench"},
-            "urgency": 0.5,
-            "time_limit_s": 600,
-            "command": ["python", "train.py"],
-            "args": ["--shard", str(i), "--of", str(JOBS)],
-        }
-        for i in range(JOBS)
-    ]
 
 
 def registration(node: str, index: int, *, model: str = "A100-80GB") -> tuple[bytes, bytes]:
@@ -218,7 +203,8 @@ async def measure(
 ) -> None:
     await consumer_ready(conn, bootstrap, prefix)
     log(f"queueing one array of {JOBS} jobs, no GPU of their model known")
-    async with client.post("/v1/workload-arrays", data=json.dumps({"items": items()}), headers=headers) as r:
+    body = json.dumps({"items": items(JOBS)})
+    async with client.post("/v1/workload-arrays", data=body, headers=headers) as r:
         answer = await r.json()
         if r.status != 201:
             raise RuntimeError(f"array refused: {r.status} {json.dumps(answer)[:500]}")

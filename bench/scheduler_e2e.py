@@ -154,12 +154,15 @@ class Watcher:
         )
 
 
-async def register_fleet(bootstrap: str, prefix: str) -> None:
+async def register_fleet(
+    bootstrap: str, prefix: str, *, nodes: int = NODES, gpus_per_node: int = GPUS_PER_NODE
+) -> None:
+    """Tell the scheduler of ``nodes`` x ``gpus_per_node`` whole A100s, as inventory would."""
     producer = create_producer(bootstrap=bootstrap, client_id="bench-inventory")
     await producer.start()
     try:
-        for n in range(NODES):
-            for i in range(GPUS_PER_NODE):
+        for n in range(nodes):
+            for i in range(gpus_per_node):
                 gpu = GpuRegisteredV1(
                     gpu_uuid=f"GPU-{n}-{i}",
                     node=f"node-{n}",
@@ -203,11 +206,19 @@ async def submit_all(
     return sent
 
 
-async def wait_capacity(client: aiohttp.ClientSession, headers: dict[str, str]) -> None:
-    for _ in range(600):
+async def wait_capacity(
+    client: aiohttp.ClientSession,
+    headers: dict[str, str],
+    *,
+    gpus: int = NODES * GPUS_PER_NODE,
+    timeout_s: float = 60.0,
+) -> None:
+    """Until the scheduler says it knows ``gpus`` GPUs."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
         async with client.get("/v1/recommendations/gpu?memory_gb=1", headers=headers) as response:
             body = await response.json()
-        if body["fleet_gpus"] >= NODES * GPUS_PER_NODE:
+        if body["fleet_gpus"] >= gpus:
             return
         await asyncio.sleep(0.1)
     raise RuntimeError("the scheduler never learnt the fleet")
