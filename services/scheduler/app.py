@@ -12,7 +12,18 @@ from libs.common.runtime import ConsumerSpec, ServiceRuntime
 from services.scheduler.adapters.catalog_loader import load_catalog, load_gpu_models
 from services.scheduler.adapters.quota_store import QuotaStore
 from services.scheduler.adapters.task_reads import TaskReads
-from services.scheduler.api import admin, advice, arrays, drafts, results, tasks, tenants, workloads
+from services.scheduler.api import (
+    admin,
+    advice,
+    arrays,
+    describe,
+    drafts,
+    results,
+    tasks,
+    tenants,
+    whoami,
+    workloads,
+)
 from services.scheduler.service.context import SchedulerContext
 from services.scheduler.service.handlers import SchedulerDeps, handlers
 from services.scheduler.service.placer import Placer
@@ -52,9 +63,11 @@ def create_app(settings: SchedulerSettings | None = None, *, quotas: QuotaStore 
     app = create_service_app(
         runtime=runtime,
         title="gpucloud scheduler",
-        # Drafts before workloads, so /v1/workloads/drafts is never read as a workload id.
+        # Drafts before workloads, so /v1/workloads/drafts is never read as a workload id (and describe,
+        # with /v1/queue/preview, before both).
         routers=[
             tenants.router,
+            describe.router,
             drafts.router,
             workloads.router,
             arrays.router,
@@ -62,6 +75,7 @@ def create_app(settings: SchedulerSettings | None = None, *, quotas: QuotaStore 
             tasks.router,
             admin.router,
             advice.router,
+            whoami.router,
         ],
         description=(
             "Multi-tenant queue with dynamic priority, fair share, a reserved pool, "

@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from libs.common.events.agent import ExitReason
 from services.scheduler.domain.arrays import MAX_ARRAY_ITEMS
-from services.scheduler.domain.creation import CreationOptions, CreationSpec, ImageStep, NetworkStep
+from services.scheduler.domain.creation import (
+    CreationDraft,
+    CreationOptions,
+    CreationSpec,
+    ImageStep,
+    NetworkStep,
+)
 from services.scheduler.domain.model import ResourceRequest
 from services.scheduler.domain.stored import StoredArray, StoredWorkload
 
 __all__ = [
+    "DESCRIBE_MAX_CHARS",
     "DRAFT_STEP_DOC",
     "ArrayItemOut",
+    "DescribeIn",
+    "DescribeOut",
     "DraftIn",
     "DraftOut",
     "DraftStepIn",
@@ -23,8 +32,10 @@ __all__ = [
     "HostOut",
     "PriorityOut",
     "QueueEntryOut",
+    "QueuePreviewOut",
     "QuotaIn",
     "QuotaOut",
+    "ReadingOut",
     "RunOut",
     "ShareIn",
     "ShareOut",
@@ -220,6 +231,62 @@ class DraftOut(BaseModel):
     steps: dict[str, Any]
     missing: list[str]
     workload_id: str | None
+
+    @classmethod
+    def of(cls, draft_id: str, *, tenant: str, draft: CreationDraft, workload_id: str | None) -> DraftOut:
+        """The answer for a stored draft: its steps as JSON and the steps still empty."""
+        steps = draft.model_dump(mode="json")
+        missing = [s for s in ("image", "resources", "network") if steps[s] is None]
+        return cls(draft_id=draft_id, tenant_id=tenant, steps=steps, missing=missing, workload_id=workload_id)
+
+
+DESCRIBE_MAX_CHARS = 2000
+
+
+class DescribeIn(BaseModel):
+    """What a person needs, in their own words (English or Chinese)."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: Annotated[
+        str, StringConstraints(strip_whitespace=True, min_length=1, max_length=DESCRIBE_MAX_CHARS)
+    ] = Field(
+        description=f"1 to {DESCRIBE_MAX_CHARS} characters, e.g. 'give me a GPU that can run BERT' or "
+        "'给我分配一个能跑BERT的GPU'."
+    )
+
+
+class ReadingOut(BaseModel):
+    """Words the reader matched and what it took them to mean."""
+
+    phrase: str
+    meaning: str
+
+
+class DescribeOut(BaseModel):
+    """The draft opened from a description, and how the text was read."""
+
+    draft: DraftOut
+    reading: list[ReadingOut] = Field(description="Each phrase understood, in text order, with its meaning.")
+    not_understood: list[str] = Field(
+        description="Words left over once understood phrases and stop words go."
+    )
+    notes: list[str] = Field(
+        description="What was decided without a phrase of its own: defaults, empty steps."
+    )
+
+
+class QueuePreviewOut(BaseModel):
+    """Where a request submitted now would wait, by the placer's own order."""
+
+    position: int = Field(ge=1, description="1-based place in the whole queue.")
+    ahead: int = Field(ge=0, description="Waiting workloads ordered before it.")
+    same_model_ahead: int = Field(
+        ge=0,
+        description="Of those, the ones that could take the same GPU model (the others never hold it back).",
+    )
+    priority: str = Field(description="The priority class previewed: high, normal or low.")
+    priority_value: float = Field(description="The priority it would get now, with this tenant's fair share.")
+    explanation: str
 
 
 class WorkloadArrayIn(BaseModel):
