@@ -1,8 +1,9 @@
 """`make run`: the whole suite on one machine, supervised, stopped cleanly by Ctrl-C.
 
 Starts the embedded broker (unless KAFKA_BOOTSTRAP_SERVERS is set), migrates every service's schema,
-starts the six services and the simulated node agent as child processes, waits until every
-`/readyz` answers 200, prints where to go, and on SIGINT/SIGTERM stops everything it started.
+starts the six services, the gateway (the web console, on the port below the services') and the
+simulated node agent as child processes, waits until every `/readyz` answers 200, prints where to go
+(the console's URL first), and on SIGINT/SIGTERM stops everything it started.
 While it runs, a process that ends (a service killed, the broker killed, the agent exiting) is
 started again with exponential backoff by the `Supervisor`, which prints one line per crash and
 per restart. `Stack` is also what the cross-service flow tests use to start, kill and restart
@@ -30,11 +31,12 @@ import httpx
 from libs.common.db.migrate import SERVICES, migrate, service_migrations
 from libs.devkit.broker import EmbeddedBroker
 
-__all__ = ["Backoff", "Stack", "Supervisor", "main", "supervise"]
+__all__ = ["GATEWAY", "Backoff", "Stack", "Supervisor", "main", "supervise"]
 
 BASE_PORT = 8001
 AGENT = "agent"
 BROKER = "broker"
+GATEWAY = "gateway"
 DEFAULT_FLEET = (
     Path(__file__).resolve().parents[2] / "services" / "inventory" / "adapters" / "fleets" / "default.yaml"
 )
@@ -42,21 +44,31 @@ DEFAULT_FLEET = (
 
 @dataclass
 class Stack:
-    """The six services (and the node agent) as child processes sharing one environment."""
+    """The six services (the gateway and the node agent too, when asked) as child processes sharing one
+    environment. The gateway listens on ``gateway_port``, by default the port below ``base_port``."""
 
     env: dict[str, str]
     logs: Path
     base_port: int = BASE_PORT
     agent: bool = True
+    gateway: bool = False
+    gateway_port: int | None = None
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
     def names(self) -> list[str]:
         """Every process of the stack, services first."""
-        return [*SERVICES, AGENT] if self.agent else list(SERVICES)
+        return [*self.servers, *([AGENT] if self.agent else [])]
+
+    @property
+    def servers(self) -> list[str]:
+        """The processes that answer HTTP (/readyz): the services, then the gateway when it runs."""
+        return [*SERVICES, *([GATEWAY] if self.gateway else [])]
 
     def port(self, service: str) -> int:
-        """The HTTP port of a service."""
+        """The HTTP port of a service (or of the gateway)."""
+        if service == GATEWAY:
+            return self.gateway_port if self.gateway_port is not None else self.base_port - 1
         return self.base_port + SERVICES.index(service)
 
     def url(self, service: str) -> str:
@@ -108,7 +120,7 @@ class Stack:
     def wait_ready(self, *, timeout_s: float, only: list[str] | None = None) -> list[str]:
         """Services whose /readyz is not 200 when the timeout ends (empty = all ready)."""
         deadline = time.monotonic() + timeout_s
-        pending = set(only or SERVICES)
+        pending = set(only or self.servers)
         while pending and time.monotonic() < deadline:
             if self.exited():
                 return self.exited()
@@ -132,6 +144,10 @@ class Stack:
     def _spawn(self, name: str) -> subprocess.Popen[bytes]:
         if name == AGENT:
             args, env = ["-m", "services.telemetry", "agent"], dict(self.env)
+        elif name == GATEWAY:
+            args = ["-m", "services.gateway"]
+            urls = {f"GATEWAY_{s.upper()}_URL": self.url(s) for s in SERVICES}
+            env = {**self.env, **urls, "GATEWAY_HTTP_PORT": str(self.port(GATEWAY))}
         else:
             args = ["-m", f"services.{name}"]
             env = {
@@ -244,7 +260,7 @@ def supervise(stack: Stack, broker: EmbeddedBroker | None = None) -> Supervisor:
         names=[*([BROKER] if broker else []), *stack.names],
         exit_status=exit_status,
         launch=launch,
-        probes={s: functools.partial(stack.ready, s) for s in SERVICES},
+        probes={s: functools.partial(stack.ready, s) for s in stack.servers},
     )
 
 
@@ -261,6 +277,8 @@ def _admin_key(run_dir: Path) -> tuple[str, str]:
 
 def _banner(stack: Stack, kafka: str, key_source: str, took_s: float) -> str:
     lines = ["", f"gpucloud is up (all /readyz 200 after {took_s:.1f}s):"]
+    if stack.gateway:
+        lines.append(f"  console    {stack.url(GATEWAY)}/")
     lines += [f"  {s:<10} {stack.url(s)}/docs" for s in SERVICES]
     lines += [
         f"  broker     {kafka}",
@@ -276,7 +294,7 @@ def _until_ready(
     stack: Stack, supervisor: Supervisor, *, timeout_s: float, stopping: Callable[[], bool]
 ) -> list[str]:
     """Services not ready when ``timeout_s`` ends (empty: all ready), restarting what ends meanwhile."""
-    deadline, pending = time.monotonic() + timeout_s, set(SERVICES)
+    deadline, pending = time.monotonic() + timeout_s, set(stack.servers)
     while pending and time.monotonic() < deadline and not stopping():
         supervisor.tick()
         pending -= {service for service in sorted(pending) if stack.ready(service)}
@@ -291,6 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker-port", type=int, default=int(os.environ.get("GPUCLOUD_BROKER_PORT", 9092)))
     parser.add_argument("--run-dir", type=Path, default=Path(os.environ.get("GPUCLOUD_RUN_DIR", ".run")))
     parser.add_argument("--no-agent", action="store_true", help="do not start the node agent")
+    parser.add_argument(
+        "--gateway-port",
+        type=int,
+        default=int(os.environ["GATEWAY_HTTP_PORT"]) if os.environ.get("GATEWAY_HTTP_PORT") else None,
+        help="the console's port (default: the one below --base-port, 8000)",
+    )
     parser.add_argument("--ready-timeout", type=float, default=60.0)
     args = parser.parse_args(argv)
 
@@ -317,7 +341,14 @@ def main(argv: list[str] | None = None) -> int:
         # The agent's checkpoint, for a broker that outlives this stack. The embedded one starts empty
         # every time: there would be nothing to resume, only a refused checkpoint at each start.
         env.setdefault("TELEMETRY_AGENT_STATE_DIR", str((args.run_dir / "agent").resolve()))
-    stack = Stack(env=env, logs=logs, base_port=args.base_port, agent=not args.no_agent)
+    stack = Stack(
+        env=env,
+        logs=logs,
+        base_port=args.base_port,
+        agent=not args.no_agent,
+        gateway=True,
+        gateway_port=args.gateway_port,
+    )
 
     stopping = threading.Event()
 

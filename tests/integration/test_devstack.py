@@ -52,7 +52,7 @@ def test_make_run_stack_is_ready_within_60s_and_ctrl_c_leaves_no_process(
 ) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "libs.devkit.devstack", "--ready-timeout", "60"],
-        env=_env(isolation, tmp_path, free_ports(len(SERVICES))),
+        env=_env(isolation, tmp_path, free_ports(len(SERVICES) + 1) + 1),  # the gateway on base - 1
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -122,7 +122,7 @@ def _child_running(parent: int, module: str) -> int | None:
 def test_make_run_restarts_a_service_killed_with_sigkill_and_says_so(
     isolation: Isolation, tmp_path: Path
 ) -> None:
-    base_port = free_ports(len(SERVICES))
+    base_port = free_ports(len(SERVICES) + 1) + 1  # the gateway listens on base - 1
     proc = subprocess.Popen(
         [sys.executable, "-m", "libs.devkit.devstack", "--ready-timeout", "60", "--no-agent"],
         env=_env(isolation, tmp_path, base_port),

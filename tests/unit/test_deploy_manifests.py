@@ -144,7 +144,7 @@ def test_each_service_has_deployment_with_probes_service_and_disruption_budget()
             assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
             assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
             assert container["resources"]["requests"]
-    for service in SERVICES:
+    for service in (*SERVICES, "gateway"):
         assert kinds[service] == {"Deployment", "Service", "PodDisruptionBudget"}
     assert kinds["node-agent"] == {"DaemonSet", "ServiceAccount", "Role", "RoleBinding"}
     assert kinds["gpucloud-migrate"] == {"Job"}
@@ -302,6 +302,7 @@ def test_an_overlay_takes_the_database_url_from_its_own_secret_not_the_bases(ove
     urls = {n: _environment_of(c, built).get("DATABASE_URL") for n, c in _containers(built).items()}
     agent = urls.pop("DaemonSet/node-agent/agent")
     assert agent is None  # the node agent opens no database
+    assert urls.pop("Deployment/gateway/gateway") is None  # nor does the gateway (sessions live in Redis)
     own = {"secretKeyRef": {"name": "gpucloud-database", "key": "DATABASE_URL"}}
     assert urls == dict.fromkeys(urls, own)
     assert {"Job/gpucloud-migrate/migrate", *(f"Deployment/{s}/{s}" for s in SERVICES)} == set(urls)
@@ -318,6 +319,10 @@ def test_compose_runs_kafka_postgres_redis_and_every_service_with_healthchecks()
         assert services[name]["build"]["args"]["SERVICE"] == name
         assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert services["agent"]["command"][-1] == "agent"
+    gateway = services["gateway"]
+    assert gateway["build"]["args"]["SERVICE"] == "gateway"
+    assert "healthcheck" in gateway
+    assert {f"GATEWAY_{s.upper()}_URL" for s in SERVICES} <= set(gateway["environment"])
 
 
 def test_the_node_agent_is_given_only_variables_it_reads_and_names_itself_after_its_node() -> None:

@@ -1,0 +1,1 @@
+"""The gateway's HTTP surface: /api/session, /api/<service>/..., /api/live and the console."""

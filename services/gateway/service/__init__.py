@@ -1,0 +1,1 @@
+"""The gateway's use cases: sessions and live streams."""
