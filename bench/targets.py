@@ -73,4 +73,6 @@ TARGETS: dict[tuple[str, str], Target] = {
     (RUNNER, "concurrent_exits_lost"): Target(0, False, "issue 18, 500 workloads on one agent"),
     (RUNNER, "concurrent_exits_duplicated"): Target(0, False, "issue 18, 500 workloads on one agent"),
     (RUNNER, "concurrent_slow_ticks"): Target(0, False, "issue 18, 500 workloads on one agent"),
+    ("console", "first_load_js_gzip"): Target(300, False, "issue 19, KiB of JS gzipped"),
+    ("console", "live_update_main_thread_p99"): Target(10, False, "issue 19, ms per update, 64 GPUs at 1 Hz"),
 }

@@ -1,0 +1,113 @@
+"""The console: first load, and the GPUs page with 64 GPUs live at 1 Hz (issue 19's benchmark).
+
+Real: `make run`'s stack (embedded broker, six services, node agent with the simulated 128-GPU fleet, the
+gateway serving the built console), Debian's Chromium driven by playwright-core, all on loopback. A tenant
+holds 64 GPUs (eight 8-GPU instances); console/e2e/bench.mjs signs in as it, opens the GPUs page and reads
+the page's own performance measures and the gateway's /metrics. Prints one JSON line per figure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import asyncpg
+
+from bench.common import BenchEnv, emit, log
+from libs.common.db.migrate import SERVICES
+from libs.devkit.running import Operator, RunningStack, wait_for
+
+BENCH = "console"
+CONSOLE = Path(__file__).resolve().parents[1] / "console"
+NETWORK = {"vpc_id": "vpc-bench1", "subnet_id": "subnet-bench1", "security_group_id": "sg-default"}
+
+
+def instances(operator: Operator, key: str, *, count: int, gpus_each: int) -> None:
+    """``count`` instances of ``gpus_each`` GPUs, running."""
+    ids = []
+    for i in range(count):
+        body = {
+            "kind": "instance",
+            "image": {"name": "pytorch", "version": "2.3"},
+            "urgency": 0.5,
+            "resources": {
+                "kind": "gpu",
+                "model": "H100-80GB-SXM" if i % 2 else "A100-80GB",
+                "count": gpus_each,
+            },
+            "network": NETWORK,
+            "tags": {"project": "bench", "team": "console"},
+        }
+        ids.append(operator.ok("POST", "scheduler", "/v1/workloads", key, json=body)["workload_id"])
+
+    def running() -> bool:
+        states = {operator.ok("GET", "scheduler", f"/v1/workloads/{w}", key)["state"] for w in ids}
+        return states == {"running"}
+
+    wait_for(running, timeout=120, what="the eight instances to run")
+
+
+async def drop(env: BenchEnv) -> None:
+    conn = await asyncpg.connect(env.database_url)
+    try:
+        for service in SERVICES:
+            await conn.execute(f'DROP SCHEMA IF EXISTS "{env.schema(service)}" CASCADE')
+    finally:
+        await conn.close()
+
+
+def main() -> int:
+    missing = [tool for tool in ("node", "chromium") if not shutil.which(tool)]
+    if missing or not (CONSOLE / "dist" / "index.html").exists():
+        log(f"skipped: missing {missing or 'console/dist (make install builds it)'}")
+        return 1
+    env = BenchEnv.create()
+    overrides = {
+        "GPUCLOUD_SCHEMA_PREFIX": f"bench{env.token}_",
+        "REDIS_PREFIX": f"bench:{env.token}:",
+        "DATABASE_URL": env.database_url,
+        "REDIS_URL": env.redis_url,
+    }
+    try:
+        with (
+            tempfile.TemporaryDirectory() as tmp,
+            RunningStack(run_dir=Path(tmp), env=overrides, admin_key=f"bench-admin-{env.token}") as stack,
+        ):
+            operator = Operator(stack)
+            operator.fleet_ready(gpus=128)
+            key = operator.tenant("bench-console", shares=1, gpus=64)
+            log("64 GPUs for the tenant: eight 8-GPU instances")
+            instances(operator, key, count=8, gpus_each=8)
+            fixture = {"gateway": stack.gateway, "services": stack.services, "admin_key": stack.admin_key}
+            fixture["tenants"] = {"bench-console": key}
+            done = subprocess.run(
+                ["node", "e2e/bench.mjs"],
+                cwd=CONSOLE,
+                env={**os.environ, "E2E": json.dumps(fixture)},
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            sys.stderr.write(done.stderr[-3000:])
+            for line in done.stdout.splitlines():
+                if line.startswith("{"):
+                    print(line, flush=True)
+            if done.returncode != 0:
+                emit(BENCH, "failed", done.returncode, "exit status")
+                return 1
+    finally:
+        asyncio.run(drop(env))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

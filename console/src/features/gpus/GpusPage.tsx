@@ -1,0 +1,44 @@
+import { Group, Stack, Text, Title } from "@mantine/core";
+import { useMediaQuery } from "@mantine/hooks";
+import { useMemo } from "react";
+import { useSession } from "../../api/session";
+import { QueryStatus } from "../../components/QueryStatus";
+import { useLiveGpus } from "../../live/LiveProvider";
+import { GpuCards, GpuTable } from "./GpuList";
+import { useInventoryGpus, useLatestSamples } from "./queries";
+import { gpuRows } from "./rows";
+
+export default function GpusPage() {
+  const session = useSession();
+  const samples = useLatestSamples();
+  const inventory = useInventoryGpus();
+  const phone = useMediaQuery("(max-width: 48em)");
+  const rows = useMemo(
+    () => gpuRows(samples.data ?? [], inventory.data ?? [], { admin: session.role === "admin" }),
+    [samples.data, inventory.data, session.role],
+  );
+  useLiveGpus(rows.filter((r) => r.reporting).map((r) => r.uuid));
+
+  return (
+    <Stack>
+      <Group justify="space-between">
+        <Title order={1}>GPUs</Title>
+      </Group>
+      <QueryStatus query={samples} label="GPU samples">
+        {inventory.error ? <Text size="sm">Inventory did not answer: pool, zone and health are unknown.</Text> : null}
+        {rows.length === 0 ? (
+          <Text>
+            {session.role === "admin" ? "No GPU has reported yet." : "None of your workloads holds a GPU right now."}
+          </Text>
+        ) : (
+          <>
+            <Text size="sm">
+              {rows.length} GPU{rows.length === 1 ? "" : "s"}, live at 1 Hz
+            </Text>
+            {phone ? <GpuCards rows={rows} /> : <GpuTable rows={rows} />}
+          </>
+        )}
+      </QueryStatus>
+    </Stack>
+  );
+}

@@ -1,0 +1,74 @@
+// Overview data: capacity by pool, model and zone; firing alerts; incidents; this month's spend and budgets.
+import { useQuery } from "@tanstack/react-query";
+import { api, data } from "../../api/client";
+import type { components as Inventory } from "../../api/gen/inventory";
+import type { components as Recovery } from "../../api/gen/recovery";
+
+export type CapacityFigures = Inventory["schemas"]["CapacityFigures"];
+export type Incident = Recovery["schemas"]["IncidentSummary"];
+
+export interface CostGroup {
+  key: string;
+  amount_micro: number;
+  compute_unit_hours: number;
+}
+export interface Costs {
+  group_by: string;
+  total_micro: number;
+  groups: CostGroup[];
+}
+export interface Budget {
+  tenant_id: string;
+  project: string;
+  limit_micro: number;
+  thresholds: number[];
+  hard_stop: boolean;
+  spent_micro: number;
+  crossed: number[];
+  month: string;
+}
+
+const GROUPS = "pool,model,zone";
+
+export function useCapacity() {
+  const query = { group_by: GROUPS };
+  return useQuery({
+    queryKey: ["inventory", "/v1/capacity", query],
+    queryFn: () => data(api.inventory.GET("/v1/capacity", { params: { query } })),
+  });
+}
+
+export function useFiringAlerts() {
+  return useQuery({
+    queryKey: ["alerting", "/v1/alerts", {}],
+    queryFn: () => data(api.alerting.GET("/v1/alerts")),
+  });
+}
+
+export function useIncidents() {
+  return useQuery({
+    queryKey: ["recovery", "/v1/incidents", {}],
+    queryFn: () => data(api.recovery.GET("/v1/incidents")),
+  });
+}
+
+/** The first instant of `now`'s month in UTC, as the billing API's `start`. */
+export function monthStart(now: Date = new Date()): string {
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)).toISOString();
+}
+
+export function useMonthCosts(start: string) {
+  const query = { group_by: "project", start };
+  return useQuery({
+    queryKey: ["billing", "/v1/costs", query],
+    queryFn: async () => (await data(api.billing.GET("/v1/costs", { params: { query } }))) as unknown as Costs,
+  });
+}
+
+export function useBudgets() {
+  return useQuery({
+    queryKey: ["billing", "/v1/budgets", {}],
+    queryFn: async () => (await data(api.billing.GET("/v1/budgets"))) as unknown as Budget[],
+  });
+}
+

@@ -1,0 +1,66 @@
+// A cheap live sparkline for lists (64 GPUs at 1 Hz): one small canvas polyline per GPU, redrawn straight from
+// the ring buffer; the aria-label and the visible value are written into the DOM, not through React state.
+import { Group, Text } from "@mantine/core";
+import { useEffect, useRef } from "react";
+import { formatValue } from "./format";
+import { useGpuSeries } from "./LiveProvider";
+import type { Metric } from "./ring";
+
+const POINTS = 60;
+
+function draw(canvas: HTMLCanvasElement, values: Float64Array, max: number) {
+  const ctx = canvas.getContext("2d");
+  if (!ctx) return;
+  const { width, height } = canvas;
+  ctx.clearRect(0, 0, width, height);
+  const shown = values.subarray(Math.max(0, values.length - POINTS));
+  if (shown.length < 2) return;
+  ctx.beginPath();
+  ctx.strokeStyle = "#1c7ed6";
+  ctx.lineWidth = 1.5;
+  let drawing = false;
+  for (let i = 0; i < shown.length; i++) {
+    const v = shown[i];
+    if (!Number.isFinite(v)) {
+      drawing = false;
+      continue;
+    }
+    const x = (i / (POINTS - 1)) * width;
+    const y = height - (Math.min(Math.max(v, 0), max) / max) * (height - 2) - 1;
+    if (drawing) ctx.lineTo(x, y);
+    else ctx.moveTo(x, y);
+    drawing = true;
+  }
+  ctx.stroke();
+}
+
+export function Sparkline({ gpu, metric, title, max = 100 }: { gpu: string; metric: Metric; title: string; max?: number }) {
+  const series = useGpuSeries(gpu);
+  const canvas = useRef<HTMLCanvasElement>(null);
+  const box = useRef<HTMLDivElement>(null);
+  const value = useRef<HTMLSpanElement>(null);
+
+  useEffect(() => {
+    if (!series) return;
+    const paint = () => {
+      const { buffer } = series;
+      const latest = buffer.length > 0 ? formatValue(metric, buffer.latest(metric)) : "no data yet";
+      box.current?.setAttribute("aria-label", `${title}: ${buffer.length} points, latest ${latest}`);
+      if (value.current) value.current.textContent = latest;
+      if (canvas.current) draw(canvas.current, buffer.column(metric), max);
+    };
+    paint();
+    return series.subscribe(paint);
+  }, [series, metric, title, max]);
+
+  return (
+    <Group gap="xs" wrap="nowrap">
+      <div ref={box} role="img" aria-label={`${title}: 0 points, latest no data yet`}>
+        <canvas ref={canvas} width={96} height={24} style={{ display: "block" }} />
+      </div>
+      <Text size="sm" component="span" ref={value} style={{ minWidth: "4.5em" }}>
+        {series ? "no data yet" : "live data unavailable"}
+      </Text>
+    </Group>
+  );
+}
