@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 
 from services.alerting.domain.absence import NodeState
-from services.alerting.domain.alert_lifecycle import Transition, TransitionKind
+from services.alerting.domain.alert_lifecycle import Transition, TransitionKind, pending_writes
 from services.alerting.domain.engine import Changes, EventAlert
 from services.alerting.domain.grouping import AlertGroup, Notification
 from services.alerting.domain.series_evaluation import SeriesState
@@ -34,6 +34,15 @@ OPEN_ALERT = (
     "VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (fingerprint) WHERE ends_at IS NULL DO NOTHING"
 )
 CLOSE_ALERT = "UPDATE alerts SET ends_at = $2 WHERE fingerprint = $1 AND ends_at IS NULL"
+UPSERT_PENDING = (
+    "INSERT INTO pending_alerts (fingerprint, rule, tenant, severity, labels, annotations, value, active_at, "
+    "fires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (fingerprint) DO UPDATE SET "
+    "rule = EXCLUDED.rule, tenant = EXCLUDED.tenant, severity = EXCLUDED.severity, labels = EXCLUDED.labels, "
+    "annotations = EXCLUDED.annotations, value = EXCLUDED.value, active_at = EXCLUDED.active_at, "
+    "fires_at = EXCLUDED.fires_at"
+)
+DELETE_PENDING = "DELETE FROM pending_alerts WHERE fingerprint = ANY($1::text[])"
+CLEAR_PENDING = "DELETE FROM pending_alerts"
 INSERT_NOTIFICATION = (
     "INSERT INTO notifications (id, receiver, group_key, payload, created_at, next_attempt_at) "
     "VALUES ($1, $2, $3, $4, $5, now()) ON CONFLICT (id) DO NOTHING RETURNING id"
@@ -85,6 +94,7 @@ class StateStore:
                 await self._conn.execute(UPSERT_GROUP, key, group.model_dump(mode="json"))
         for change in changes.transitions:
             await self._record_alert(change)
+        await self.record_pending(changes.transitions)
         return [n.id for n in changes.notifications if await self._add_notification(n)]
 
     async def _save_rows(self, kind: str, rows: Mapping[str, Any]) -> None:
@@ -111,6 +121,20 @@ class StateStore:
             )
         elif change.kind is TransitionKind.RESOLVED:
             await self._conn.execute(CLOSE_ALERT, alert.fingerprint, change.at)
+
+    async def record_pending(self, transitions: Sequence[Transition]) -> None:
+        """List the alerts that went pending, forget those that fired or ended: one statement each way,
+        and none for no transitions (a steady stream writes nothing)."""
+        writes, forgets = pending_writes(transitions)
+        if writes:
+            await self._conn.executemany(UPSERT_PENDING, [_pending_row(c) for c in writes])
+        if forgets:
+            await self._conn.execute(DELETE_PENDING, forgets)
+
+    async def replace_pending(self, pending: Sequence[Transition]) -> None:
+        """Exactly these pending alerts (an evaluator taking over: the rest it cannot vouch for)."""
+        await self._conn.execute(CLEAR_PENDING)
+        await self.record_pending(pending)
 
     async def _add_notification(self, notification: Notification) -> bool:
         new = await self._conn.fetchval(
@@ -140,3 +164,21 @@ class StateStore:
         """Forget applied signals."""
         if ids:
             await self._conn.execute(DELETE_SIGNALS, ids)
+
+
+def _pending_row(change: Transition) -> tuple[Any, ...]:
+    alert = change.alert
+    fires_at = change.fires_at or alert.starts_at
+    labels = alert.labels
+    tenant, severity = labels.get("tenant"), labels.get("severity", "warning")
+    return (
+        alert.fingerprint,
+        change.rule,
+        tenant,
+        severity,
+        labels,
+        alert.annotations,
+        alert.value,
+        alert.starts_at,
+        fires_at,
+    )

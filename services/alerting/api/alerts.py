@@ -1,10 +1,10 @@
-"""Alerts and silences API: active alerts and history (tenant-scoped), silences CRUD."""
+"""Alerts and silences API: firing and pending alerts and history (tenant-scoped), silences CRUD."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request, status
 from pydantic import ValidationError
@@ -13,7 +13,7 @@ from libs.common.auth import Caller, Principal, tenant_filter
 from libs.common.http import NotFound
 from libs.common.http.errors import error_responses
 from libs.common.runtime import ServiceRuntime
-from services.alerting.adapters.alert_queries import AlertOut, active_alerts, alert_history
+from services.alerting.adapters.alert_queries import AlertOut, active_alerts, alert_history, pending_alerts
 from services.alerting.adapters.config_store import ConfigStore
 from services.alerting.api.errors import confined, domain_error
 from services.alerting.api.schemas import SilenceIn, SilenceOut
@@ -31,12 +31,29 @@ def _runtime(request: Request) -> ServiceRuntime:
     return runtime
 
 
+AlertState = Annotated[
+    Literal["firing", "pending", "all"],
+    Query(description="firing (the default), pending (condition holding, `for` not yet elapsed), or both."),
+]
+
+
 @router.get("/v1/alerts", responses=error_responses(403))
 async def list_alerts(
-    request: Request, caller: Caller, tenant: str | None = None, limit: Limit = 500
+    request: Request,
+    caller: Caller,
+    tenant: str | None = None,
+    state: AlertState = "firing",
+    limit: Limit = 500,
 ) -> list[AlertOut]:
+    scope = tenant_filter(caller, tenant)
     async with _runtime(request).pool.acquire() as conn:
-        return await active_alerts(conn, tenant=tenant_filter(caller, tenant), limit=limit)
+        firing = await active_alerts(conn, tenant=scope, limit=limit) if state != "pending" else []
+        pending = await pending_alerts(conn, tenant=scope, limit=limit) if state != "firing" else []
+    if state == "firing":
+        return firing
+    if state == "pending":
+        return pending
+    return sorted([*firing, *pending], key=lambda a: a.starts_at, reverse=True)[:limit]
 
 
 @router.get("/v1/alerts/history", responses=error_responses(403))

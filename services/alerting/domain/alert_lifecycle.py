@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -20,6 +20,7 @@ __all__ = [
     "expire",
     "gone",
     "observe",
+    "pending_writes",
     "promote",
     "promote_wait",
     "transition",
@@ -96,9 +97,20 @@ class Transition(BaseModel):
     rule: str
     at: AwareDatetime
     alert: Alert
+    #: When a pending alert's `for` elapses (PENDING transitions only): what the API's countdown shows.
+    fires_at: AwareDatetime | None = None
 
 
 Step = tuple[AlertState | None, TransitionKind | None]
+
+
+def pending_writes(transitions: Iterable[Transition]) -> tuple[list[Transition], list[str]]:
+    """What transitions do to the listed pending alerts, folded in order (the last per alert wins): the
+    PENDING transitions to write, and the fingerprints to forget (fired, cancelled or resolved)."""
+    last: dict[str, Transition | None] = {}
+    for change in transitions:
+        last[change.alert.fingerprint] = change if change.kind is TransitionKind.PENDING else None
+    return [c for c in last.values() if c is not None], [fp for fp, c in last.items() if c is None]
 
 
 def promote(rule: Rule, state: AlertState, now: datetime) -> Step:
@@ -197,4 +209,5 @@ def transition(
         ends_at=ends_at,
         value=state.value,
     )
-    return Transition(kind=kind, rule=rule.name, at=now, alert=alert)
+    fires_at = state.active_at + rule.for_duration if kind is TransitionKind.PENDING else None
+    return Transition(kind=kind, rule=rule.name, at=now, alert=alert, fires_at=fires_at)

@@ -115,8 +115,7 @@ class RuleEvaluation:
                 continue
             alert = PromAlert(labels=labels, value=value, state=AlertState.PENDING, active_at=ts)
             self.active[fp] = alert
-        # An absence rule's silence is in its expression (exported with `for: 0s`), not a hold.
-        hold = 0.0 if self.rule.kind is RuleKind.ABSENT else self.rule.for_duration.total_seconds()
+        hold = self.hold()
         keep = (self.rule.keep_firing_for or timedelta(0)).total_seconds()
         for fp, alert in list(self.active.items()):
             if fp not in found:
@@ -169,7 +168,13 @@ class RuleEvaluation:
             ends_at=None if ended is None else _at(max(ended, started)),
             value=alert.value if math.isfinite(alert.value) else None,
         )
-        return Transition(kind=kind, rule=self.rule.name, at=_at(ts), alert=outward)
+        fires_at = _at(alert.active_at + self.hold()) if kind is TransitionKind.PENDING else None
+        return Transition(kind=kind, rule=self.rule.name, at=_at(ts), alert=outward, fires_at=fires_at)
+
+    def hold(self) -> float:
+        """Seconds a result must hold before its alert fires (an absence rule's silence is in its
+        expression, exported with `for: 0s`, not a hold)."""
+        return 0.0 if self.rule.kind is RuleKind.ABSENT else self.rule.for_duration.total_seconds()
 
 
 #: Prometheus keeps a resolved alert this long to re-send its resolution.
@@ -198,6 +203,7 @@ class PrometheusMode:
         self._feeds: dict[Identity, list[tuple[str, tuple[Series, ...]]]] = {}
         self._trimmed = 0.0
         self._told: dict[RuleKey, str | None] = {}
+        self._dropped: list[tuple[RuleEvaluation, PromAlert]] = []
         self.rules: tuple[Rule, ...] = ()
 
     @property
@@ -206,7 +212,8 @@ class PrometheusMode:
         return self._fields
 
     def configure(self, rules: Sequence[Rule]) -> None:
-        """Load the prometheus-mode rules; an unchanged rule keeps its alerts (Prometheus does too)."""
+        """Load the prometheus-mode rules; an unchanged rule keeps its alerts (Prometheus does too), a
+        replaced or deleted one's pending alerts are cancelled by the next `evaluate`."""
         kept = {(e.rule.key, e.rule): e for g in self._groups for e in g.rules}
         groups: dict[tuple[str | None, str, float], _Group] = {}
         fields: set[str] = set()
@@ -219,6 +226,11 @@ class PrometheusMode:
             group.rules.append(evaluation)
             fields |= {n.removeprefix(METRIC_PREFIX) for n in evaluation.query.metric_names}
             horizon = max(horizon, evaluation.query.horizon)
+        chosen = {id(e) for g in groups.values() for e in g.rules}
+        for old in kept.values():  # a replaced or deleted rule's pending alerts end (evaluate says so)
+            if id(old) not in chosen:
+                pending = [a for a in old.active.values() if a.state is AlertState.PENDING]
+                self._dropped.extend((old, alert) for alert in pending)
         previous = {g.key: g.last_ts for g in self._groups}
         for group in groups.values():
             group.last_ts = previous.get(group.key)
@@ -293,9 +305,11 @@ class PrometheusMode:
 
     def evaluate(self, now: datetime) -> list[Transition]:
         """Evaluate every group whose next grid time has settled; missed grid times are skipped (the
-        latest is evaluated), as Prometheus skips missed iterations."""
+        latest is evaluated), as Prometheus skips missed iterations. The pending alerts of rules that
+        `configure` replaced or deleted come first, cancelled at `now`."""
         clock = now.timestamp() - self._settle
-        transitions: list[Transition] = []
+        dropped, self._dropped = self._dropped, []
+        transitions = [e.transition(TransitionKind.CANCELLED, a, now.timestamp()) for e, a in dropped]
         for group in self._groups:
             ts = math.floor(clock / group.interval) * group.interval
             if group.last_ts is not None and ts <= group.last_ts:

@@ -13,6 +13,9 @@ Prometheus-mode groups (domain/prometheus_mode.py) are fed the same batches and 
 grid after each slice; their transitions go through the engine's routing and the same transaction.
 Their series and pending alerts live in memory only: a new evaluator takes their firing alerts back
 from the persisted groups (so they resolve), and their pending ones start over.
+
+Pending alerts are also listed for the API (table pending_alerts), in the transaction of the transition
+that made or ended them; a new evaluator rewrites that list from the state it restored.
 """
 
 from __future__ import annotations
@@ -177,6 +180,7 @@ class Evaluator:
             now=_now(),
         )
         self.prometheus.restore(engine.firing.values())
+        await self._list_pending(runtime, engine)
         consumer = side_stream_consumer(
             runtime.settings,
             name="samples",
@@ -198,6 +202,14 @@ class Evaluator:
             await self._evaluate(runtime, engine, in_time_order(poll.values()))
 
         await stream.run(stop, handle)
+
+    async def _list_pending(self, runtime: ServiceRuntime, engine: Engine) -> None:
+        """Take over the pending-alert list: the pending alerts restored with the series stay (their timers
+        go on), the others go (prometheus mode's start over; a predecessor's last ones are unknown)."""
+        async with alerting_uow(runtime) as uow:
+            await self._held().fence(uow.conn)
+            await uow.state.replace_pending(engine.pending(now=_now()))
+            await uow.commit()
 
     async def _evaluate(
         self, runtime: ServiceRuntime, engine: Engine, records: Sequence[SampleRecord]

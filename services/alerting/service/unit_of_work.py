@@ -8,6 +8,7 @@ unit test passes (its signal queue a fake held to the real one by a contract tes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from libs.common.db.uow import UnitOfWork
@@ -16,15 +17,24 @@ from services.alerting.adapters.config_store import ConfigStore
 from services.alerting.adapters.delivery_store import DeliveryStore
 from services.alerting.adapters.engine_state_store import StateStore
 from services.alerting.adapters.unit_of_work import PostgresAlertingUnitOfWork
+from services.alerting.domain.alert_lifecycle import Transition
 from services.alerting.domain.signals import Signal
 
-__all__ = ["AlertingUnitOfWork", "SignalQueue", "alerting_uow"]
+__all__ = ["AlertingUnitOfWork", "PendingList", "SignalQueue", "alerting_uow"]
 
 
 class SignalQueue(Protocol):
     """Where the handlers queue signals for the evaluator (StateStore; FakeStateStore in unit tests)."""
 
     async def queue_signal(self, signal: Signal) -> None: ...
+
+
+class PendingList(Protocol):
+    """The pending alerts the evaluator lists for the API (StateStore; FakeStateStore in unit tests)."""
+
+    async def record_pending(self, transitions: Sequence[Transition]) -> None: ...
+
+    async def replace_pending(self, pending: Sequence[Transition]) -> None: ...
 
 
 class AlertingUnitOfWork(UnitOfWork, Protocol):

@@ -10,7 +10,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from services.alerting.domain.absence import NodeState
-from services.alerting.domain.alert_lifecycle import EvaluationConfig, Transition, TransitionKind
+from services.alerting.domain.alert_lifecycle import (
+    EvaluationConfig,
+    Phase,
+    Transition,
+    TransitionKind,
+    transition,
+)
 from services.alerting.domain.alerts import Alert
 from services.alerting.domain.engine._changes import Changes, EventAlert
 from services.alerting.domain.engine._plan import Checks, Plan
@@ -111,6 +117,20 @@ class EngineState:
         changes.groups.update({k: None for k in self._persisted_groups if k not in self.groups})
         self._persisted_groups = dict(self.groups)
         return changes
+
+    def pending(self, *, now: datetime) -> list[Transition]:
+        """Every pending alert of the series, as its PENDING transition under the current rules: what an
+        evaluator taking over records again (the alerts restored with the series keep their timers)."""
+        held: list[Transition] = []
+        for state in self.series.values():
+            for name, alert in state.alerts.items():
+                rule = self._by_name.get(name, state.labels)
+                if alert.phase is Phase.PENDING and rule is not None:
+                    pending = transition(
+                        TransitionKind.PENDING, rule=rule, series=state.labels, state=alert, now=now
+                    )
+                    held.append(pending)
+        return held
 
     def _apply_series(
         self, key: str, state: SeriesState | None, transitions: Iterable[Transition], now: datetime
