@@ -2,8 +2,9 @@
 
 Real: `make run`'s stack (embedded broker, six services, node agent with the simulated 128-GPU fleet, the
 gateway serving the built console), Debian's Chromium driven by playwright-core, all on loopback. A tenant
-holds 64 GPUs (eight 8-GPU instances); console/e2e/bench.mjs signs in as it, opens the GPUs page and reads
-the page's own performance measures and the gateway's /metrics. Prints one JSON line per figure.
+holds 64 GPUs (six 8-GPU H100 instances and sixteen single L4s); console/e2e/bench.mjs signs in as it,
+opens the GPUs page and reads the page's own performance measures and the gateway's /metrics. Prints one
+JSON line per figure.
 """
 
 from __future__ import annotations
@@ -27,32 +28,39 @@ from libs.devkit.running import Operator, RunningStack, wait_for
 
 BENCH = "console"
 CONSOLE = Path(__file__).resolve().parents[1] / "console"
+#: 64 GPUs of the default fleet: its six H100 nodes whole, and sixteen single L4s.
+SHAPES = (("H100-80GB-SXM", 8),) * 6 + (("L4", 1),) * 16
 NETWORK = {"vpc_id": "vpc-bench1", "subnet_id": "subnet-bench1", "security_group_id": "sg-default"}
 
 
-def instances(operator: Operator, key: str, *, count: int, gpus_each: int) -> None:
-    """``count`` instances of ``gpus_each`` GPUs, running."""
+def instances(operator: Operator, key: str) -> None:
+    """The instances of ``SHAPES``, running."""
     ids = []
-    for i in range(count):
+    for model, count in SHAPES:
         body = {
             "kind": "instance",
             "image": {"name": "pytorch", "version": "2.3"},
             "urgency": 0.5,
             "resources": {
                 "kind": "gpu",
-                "model": "H100-80GB-SXM" if i % 2 else "A100-80GB",
-                "count": gpus_each,
+                "model": model,
+                "count": count,
             },
             "network": NETWORK,
             "tags": {"project": "bench", "team": "console"},
         }
         ids.append(operator.ok("POST", "scheduler", "/v1/workloads", key, json=body)["workload_id"])
 
-    def running() -> bool:
-        states = {operator.ok("GET", "scheduler", f"/v1/workloads/{w}", key)["state"] for w in ids}
-        return states == {"running"}
+    def states() -> list[str]:
+        found = [operator.ok("GET", "scheduler", f"/v1/workloads/{w}", key) for w in ids]
+        return [f"{w['state']} ({w['wait_reason'] or w['reason'] or '-'})" for w in found]
 
-    wait_for(running, timeout=120, what="the eight instances to run")
+    try:
+        wait_for(
+            lambda: all(s.startswith("running") for s in states()), timeout=120, what="the instances to run"
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {states()}") from None
 
 
 async def drop(env: BenchEnv) -> None:
@@ -83,9 +91,9 @@ def main() -> int:
         ):
             operator = Operator(stack)
             operator.fleet_ready(gpus=128)
-            key = operator.tenant("bench-console", shares=1, gpus=64)
-            log("64 GPUs for the tenant: eight 8-GPU instances")
-            instances(operator, key, count=8, gpus_each=8)
+            key = operator.tenant("bench-console", shares=1, gpus=64, workloads=len(SHAPES))
+            log(f"64 GPUs for the tenant: {len(SHAPES)} instances")
+            instances(operator, key)
             fixture = {"gateway": stack.gateway, "services": stack.services, "admin_key": stack.admin_key}
             fixture["tenants"] = {"bench-console": key}
             done = subprocess.run(

@@ -136,14 +136,17 @@ class Operator:
             what=f"{gpus} healthy GPUs",
         )
 
-    def tenant(self, tenant: str, *, shares: int, gpus: int, workloads: int = 10) -> str:
+    def tenant(
+        self, tenant: str, *, shares: int, gpus: int, units: float | None = None, workloads: int = 10
+    ) -> str:
         """A new tenant with its share and quota; its key, once every service accepts it."""
         created = self.ok(
             "POST", "scheduler", "/v1/admin/tenants", json={"tenant_id": tenant, "name": tenant}
         )
         key = str(created["key"]["api_key"])
         self.ok("PUT", "scheduler", f"/v1/admin/tenants/{tenant}/share", json={"shares": shares})
-        quota = {"gpus": gpus, "units": gpus * 16, "workloads": workloads}
+        # An H100 is about 18 compute units: 20 per GPU leaves room for any model.
+        quota = {"gpus": gpus, "units": units if units is not None else gpus * 20, "workloads": workloads}
         self.ok("PUT", "scheduler", f"/v1/admin/tenants/{tenant}/quota", json=quota)
         for service, path in KEY_PROBES.items():  # keys reach the other services over the platform topic
             wait_for(

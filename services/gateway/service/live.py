@@ -175,7 +175,7 @@ class _Feeds:
         if wants.gpus:
             feeds.append(self._samples(wants.gpus))
         if wants.alerts:
-            feeds.append(self._poll("alerting", "/v1/alerts", "alerts"))
+            feeds.append(self._poll("alerting", "/v1/alerts?state=all", "alerts"))
         if wants.incidents:
             feeds.append(self._poll("recovery", "/v1/incidents", "incidents"))
         return feeds

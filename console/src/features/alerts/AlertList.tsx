@@ -20,7 +20,10 @@ function Countdown({ alert, rule }: { alert: Alert; rule: Rule | undefined }) {
     const id = setInterval(() => setNow(Date.now()), 1000);
     return () => clearInterval(id);
   }, []);
-  const forS = parseDuration(alert.for ?? rule?.for ?? "");
+  // The service says when it fires (active_at + the rule's `for`); older answers leave it to the rule.
+  const due = alert.fires_at ? Date.parse(alert.fires_at) : null;
+  if (due !== null && Number.isFinite(due)) return <Text size="sm">{firesIn((due - now) / 1000)}</Text>;
+  const forS = parseDuration(rule?.for ?? "");
   const since = Date.parse(alert.active_at ?? alert.starts_at);
   if (forS === null || !Number.isFinite(since)) return <Text size="sm">its rule's `for` is unknown</Text>;
   return <Text size="sm">{firesIn(since / 1000 + forS - now / 1000)}</Text>;

@@ -91,6 +91,15 @@ describe("AlertsPage", () => {
     expect(await screen.findByText(/^fires in 4m \d+s$/)).toBeInTheDocument();
   });
 
+  it("counts down to the fires_at the service gives, over the rule's `for`", async () => {
+    const activeAt = new Date(Date.now() - 60_000).toISOString();
+    const firesAt = new Date(Date.now() + 90_000).toISOString();
+    const pending = { status: "pending", active_at: activeAt, starts_at: activeAt, fires_at: firesAt };
+    routes({ "GET /alerting/v1/alerts": () => [alert("f-9", pending)] });
+    render();
+    expect(await screen.findByText(/^fires in 1m (29|30)s$/)).toBeInTheDocument();
+  });
+
   it("shows a live alerts event without asking again", async () => {
     const api = routes();
     const sources = render();

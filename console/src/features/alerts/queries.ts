@@ -4,7 +4,7 @@ import { api, data } from "../../api/client";
 import type { components } from "../../api/gen/alerting";
 import { ALERTS_KEY } from "../../live/keys";
 
-export type Alert = components["schemas"]["AlertOut"] & { active_at?: string | null; for?: string | null };
+export type Alert = components["schemas"]["AlertOut"];
 export type Rule = components["schemas"]["RuleOut"];
 export type Silence = components["schemas"]["SilenceOut"];
 export type SilenceIn = components["schemas"]["SilenceIn"];
@@ -26,7 +26,7 @@ export interface Delivery {
 const SILENCES_KEY = ["alerting", "/v1/silences", {}] as const;
 
 export function useAlerts() {
-  return useQuery({ queryKey: ALERTS_KEY, queryFn: () => data(api.alerting.GET("/v1/alerts")) as Promise<Alert[]> });
+  return useQuery({ queryKey: ALERTS_KEY, queryFn: () => data(api.alerting.GET("/v1/alerts", { params: { query: { state: "all" } } })) as Promise<Alert[]> });
 }
 
 export function useRules() {

@@ -1,6 +1,7 @@
 // Overview data: capacity by pool, model and zone; firing alerts; incidents; this month's spend and budgets.
 import { useQuery } from "@tanstack/react-query";
 import { api, data } from "../../api/client";
+import { ALERTS_KEY } from "../../live/keys";
 import type { components as Inventory } from "../../api/gen/inventory";
 import type { components as Recovery } from "../../api/gen/recovery";
 
@@ -40,8 +41,9 @@ export function useCapacity() {
 
 export function useFiringAlerts() {
   return useQuery({
-    queryKey: ["alerting", "/v1/alerts", {}],
-    queryFn: () => data(api.alerting.GET("/v1/alerts")),
+    // The Alerts page's key: the live stream keeps it current (the summary keeps the firing ones).
+    queryKey: ALERTS_KEY,
+    queryFn: () => data(api.alerting.GET("/v1/alerts", { params: { query: { state: "all" } } })),
   });
 }
 
