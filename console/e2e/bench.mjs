@@ -64,6 +64,8 @@ try {
   emit("live_update_main_thread_p50", pct(updates, 50), "ms", { method });
   emit("live_update_main_thread_p99", pct(updates, 99), "ms", { target: "<= 10", method });
   emit("live_update_main_thread_max", Math.max(...updates), "ms", { method });
+  emit("live_updates_over_10ms", updates.filter((d) => d > 10).length, "updates", { method, of: updates.length });
+  console.error(`live-update durations (ms, in order): ${updates.map((d) => d.toFixed(1)).join(" ")}`);
   const samples = after.samples - before.samples;
   emit("gateway_cpu_per_sample", samples > 0 ? ((after.cpu - before.cpu) * 1e6) / samples : -1, "us", {
     method: `gateway process CPU (process_cpu_seconds_total) over ${samples} samples streamed to this one tab in ${WINDOW_S}s`,

@@ -42,15 +42,33 @@ export function Sparkline({ gpu, metric, title, max = 100 }: { gpu: string; metr
 
   useEffect(() => {
     if (!series) return;
+    // Only a sparkline on screen redraws its canvas (a long list has most of its 64 rows scrolled away);
+    // one scrolled back into view draws at once. The value and the label always follow.
+    let visible = true;
+    const drawNow = () => {
+      if (canvas.current) draw(canvas.current, series.buffer.column(metric), max);
+    };
+    const seen =
+      typeof IntersectionObserver === "undefined" || !canvas.current
+        ? null
+        : new IntersectionObserver(([entry]) => {
+            visible = entry.isIntersecting;
+            if (visible) drawNow();
+          });
+    if (seen && canvas.current) seen.observe(canvas.current);
     const paint = () => {
       const { buffer } = series;
       const latest = buffer.length > 0 ? formatValue(metric, buffer.latest(metric)) : "no data yet";
       box.current?.setAttribute("aria-label", `${title}: ${buffer.length} points, latest ${latest}`);
       if (value.current) value.current.textContent = latest;
-      if (canvas.current) draw(canvas.current, buffer.column(metric), max);
+      if (visible) drawNow();
     };
     paint();
-    return series.subscribe(paint);
+    const unsubscribe = series.subscribe(paint);
+    return () => {
+      unsubscribe();
+      seen?.disconnect();
+    };
   }, [series, metric, title, max]);
 
   return (
