@@ -1,27 +1,9 @@
 // billing: costs grouped by project/team/model/day/tag, budgets, idle-reclaim actions, spot advice, export URLs.
 import { useQuery } from "@tanstack/react-query";
+import type { Budget, CostGroup, Costs } from "../../api/billing";
 import { api, data } from "../../api/client";
 
-export interface CostGroup {
-  key: string;
-  amount_micro: number;
-  compute_unit_hours: number;
-}
-export interface Costs {
-  group_by: string;
-  total_micro: number;
-  groups: CostGroup[];
-}
-export interface Budget {
-  tenant_id: string;
-  project: string;
-  limit_micro: number;
-  thresholds: number[];
-  hard_stop: boolean;
-  spent_micro: number;
-  crossed: number[];
-  month: string;
-}
+export type { Budget, CostGroup, Costs };
 export interface IdleAction {
   workload_id: string;
   tenant_id: string;

@@ -1,5 +1,6 @@
 // Overview data: capacity by pool, model and zone; firing alerts; incidents; this month's spend and budgets.
 import { useQuery } from "@tanstack/react-query";
+import type { Budget, CostGroup, Costs } from "../../api/billing";
 import { api, data } from "../../api/client";
 import { ALERTS_KEY } from "../../live/keys";
 import type { components as Inventory } from "../../api/gen/inventory";
@@ -8,26 +9,7 @@ import type { components as Recovery } from "../../api/gen/recovery";
 export type CapacityFigures = Inventory["schemas"]["CapacityFigures"];
 export type Incident = Recovery["schemas"]["IncidentSummary"];
 
-export interface CostGroup {
-  key: string;
-  amount_micro: number;
-  compute_unit_hours: number;
-}
-export interface Costs {
-  group_by: string;
-  total_micro: number;
-  groups: CostGroup[];
-}
-export interface Budget {
-  tenant_id: string;
-  project: string;
-  limit_micro: number;
-  thresholds: number[];
-  hard_stop: boolean;
-  spent_micro: number;
-  crossed: number[];
-  month: string;
-}
+export type { Budget, CostGroup, Costs };
 
 const GROUPS = "pool,model,zone";
 
