@@ -21,7 +21,6 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BenchEnv, cpu_seconds, emit, log
-from bench.scheduler_e2e import ADMIN, cleanup, register_fleet, start_service, wait_capacity, wait_ready
+from bench.scheduler_e2e import ADMIN, register_fleet, run_on_broker, start_service, wait_capacity, wait_ready
 from libs.devkit.broker import EmbeddedBroker, free_port
 
 BENCH = "scheduler.array"
@@ -148,13 +147,7 @@ async def measure(
 
 
 def main() -> None:
-    env = BenchEnv.create()
-    log_path = Path(tempfile.gettempdir()) / f"bench-{env.token}-tansu.log"
-    with EmbeddedBroker(log_path=log_path) as broker:
-        try:
-            asyncio.run(run(env, broker))
-        finally:
-            asyncio.run(cleanup(env))
+    run_on_broker(run)
 
 
 if __name__ == "__main__":

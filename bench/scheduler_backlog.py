@@ -29,7 +29,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -42,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BenchEnv, cpu_seconds, emit, log
 from bench.scheduler_array import items
-from bench.scheduler_e2e import ADMIN, PARTITIONS, cleanup, wait_ready
+from bench.scheduler_e2e import ADMIN, PARTITIONS, run_on_broker, wait_ready
 from libs.common.bus import create_producer
 from libs.common.events import encode, envelop, topics
 from libs.common.events.inventory import GpuRegisteredV1
@@ -244,13 +243,7 @@ def report(marks: dict[str, float], *, started: float, published: float, cpu: fl
 
 
 def main() -> None:
-    env = BenchEnv.create()
-    log_path = Path(tempfile.gettempdir()) / f"bench-{env.token}-tansu.log"
-    with EmbeddedBroker(log_path=log_path) as broker:
-        try:
-            asyncio.run(run(env, broker))
-        finally:
-            asyncio.run(cleanup(env))
+    run_on_broker(run)
 
 
 if __name__ == "__main__":

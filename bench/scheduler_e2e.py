@@ -30,8 +30,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import asyncpg
@@ -380,7 +382,8 @@ async def cleanup(env: BenchEnv) -> None:
         await redis.aclose()
 
 
-def main() -> None:
+def run_on_broker(run: Callable[[BenchEnv, EmbeddedBroker], Coroutine[Any, Any, None]]) -> None:
+    """A scheduler benchmark's ``run`` against its own embedded broker, its schema and keys dropped after."""
     env = BenchEnv.create()
     log_path = Path(tempfile.gettempdir()) / f"bench-{env.token}-tansu.log"
     with EmbeddedBroker(log_path=log_path) as broker:
@@ -388,6 +391,10 @@ def main() -> None:
             asyncio.run(run(env, broker))
         finally:
             asyncio.run(cleanup(env))
+
+
+def main() -> None:
+    run_on_broker(run)
 
 
 if __name__ == "__main__":
