@@ -32,14 +32,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BenchEnv, emit, log, percentile
 from libs.common.http.ratelimit import Limit, RateLimiter
-from libs.common.redis import Keyspace, create_redis
+from libs.common.redis import Keyspace
 from libs.common.settings import DEV_ADMIN_KEY
 from libs.devkit.broker import EmbeddedBroker
 from services.scheduler.app import create_app
@@ -197,7 +196,7 @@ async def tenant(client: httpx.AsyncClient, tenant_id: str) -> dict[str, str]:
 async def run(env: BenchEnv, bootstrap: str) -> None:
     settings = SchedulerSettings(
         kafka_bootstrap_servers=bootstrap, kafka_topic_prefix=env.topic_prefix, database_url=env.database_url,
-        db_schema=env.schema("scheduler"), redis_url=env.redis_url, redis_prefix=f"bench{env.token}:",
+        db_schema=env.schema("scheduler"), redis_url=env.redis_url, redis_prefix=env.redis_prefix,
         log_json=False, log_level="WARNING",
     )  # fmt: skip
     app = create_app(settings)
@@ -213,16 +212,7 @@ async def run(env: BenchEnv, bootstrap: str) -> None:
 
 
 async def cleanup(env: BenchEnv) -> None:
-    conn = await asyncpg.connect(env.database_url)
-    try:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{env.schema("scheduler")}" CASCADE')
-    finally:
-        await conn.close()
-    redis = create_redis(env.redis_url)
-    try:
-        await Keyspace(f"bench{env.token}:").clear(redis)
-    finally:
-        await redis.aclose()
+    await env.drop("scheduler")
 
 
 def main() -> None:

@@ -11,6 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import asyncpg
+
+from libs.common.redis import Keyspace, create_redis
+
 __all__ = ["BenchEnv", "cpu_seconds", "emit", "percentile"]
 
 
@@ -55,6 +59,24 @@ class BenchEnv:
     @property
     def topic_prefix(self) -> str:
         return f"bench{self.token}."
+
+    @property
+    def redis_prefix(self) -> str:
+        return f"bench{self.token}:"
+
+    async def drop(self, *services: str) -> None:
+        """Remove what the benchmark left: the services' schemas and every key under ``redis_prefix``."""
+        conn = await asyncpg.connect(self.database_url)
+        try:
+            for service in services:
+                await conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema(service)}" CASCADE')
+        finally:
+            await conn.close()
+        redis = create_redis(self.redis_url)
+        try:
+            await Keyspace(self.redis_prefix).clear(redis)
+        finally:
+            await redis.aclose()
 
 
 def log(message: str) -> None:

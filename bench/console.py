@@ -21,7 +21,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import asyncpg
 
 from bench.common import BenchEnv, emit, log
 from libs.common.db.migrate import SERVICES
@@ -67,15 +66,6 @@ def instances(operator: Operator, key: str) -> None:
         raise AssertionError(f"{exc}: {states()}") from None
 
 
-async def drop(env: BenchEnv) -> None:
-    conn = await asyncpg.connect(env.database_url)
-    try:
-        for service in SERVICES:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{env.schema(service)}" CASCADE')
-    finally:
-        await conn.close()
-
-
 def main() -> int:
     missing = [tool for tool in ("node", "chromium") if not shutil.which(tool)]
     if missing or not (CONSOLE / "dist" / "index.html").exists():
@@ -84,7 +74,7 @@ def main() -> int:
     env = BenchEnv.create()
     overrides = {
         "GPUCLOUD_SCHEMA_PREFIX": f"bench{env.token}_",
-        "REDIS_PREFIX": f"bench:{env.token}:",
+        "REDIS_PREFIX": env.redis_prefix,
         "DATABASE_URL": env.database_url,
         "REDIS_URL": env.redis_url,
     }
@@ -119,7 +109,7 @@ def main() -> int:
                 emit(BENCH, "failed", done.returncode, "exit status")
                 return 1
     finally:
-        asyncio.run(drop(env))
+        asyncio.run(env.drop(*SERVICES))
     return 0
 
 

@@ -96,7 +96,7 @@ def start_service(env: BenchEnv, bootstrap: str, port: int) -> subprocess.Popen[
     values = {
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_TOPIC_PREFIX": env.topic_prefix,
         "DATABASE_URL": env.database_url, "DB_SCHEMA": env.schema("scheduler"), "REDIS_URL": env.redis_url,
-        "REDIS_PREFIX": f"bench{env.token}:", "SCHEDULER_HTTP_PORT": str(port), "LOG_JSON": "false",
+        "REDIS_PREFIX": env.redis_prefix, "SCHEDULER_HTTP_PORT": str(port), "LOG_JSON": "false",
         "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"), "DB_POOL_MAX": "20",
         "KAFKA_PARTITIONS": str(PARTITIONS),
     }  # fmt: skip

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import asyncpg
 import yaml
 from aiokafka import AIOKafkaConsumer
 
@@ -48,7 +47,6 @@ from libs.common.events import EVENT_TYPES, Event, decode, encode, envelop, topi
 from libs.common.events.agent import WorkloadExitedV1, WorkloadStartedV1
 from libs.common.events.inventory import GpuRegisteredV1
 from libs.common.events.scheduler import WorkloadPlacedV1
-from libs.common.redis import Keyspace, create_redis
 from libs.common.settings import DEV_ADMIN_KEY
 from libs.devkit.broker import EmbeddedBroker, free_port
 
@@ -230,7 +228,7 @@ def start_service(env: BenchEnv, bootstrap: str, port: int) -> subprocess.Popen[
     values = {
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_TOPIC_PREFIX": env.topic_prefix,
         "DATABASE_URL": env.database_url, "DB_SCHEMA": env.schema("scheduler"), "REDIS_URL": env.redis_url,
-        "REDIS_PREFIX": f"bench{env.token}:", "SCHEDULER_HTTP_PORT": str(port), "LOG_LEVEL": "WARNING",
+        "REDIS_PREFIX": env.redis_prefix, "SCHEDULER_HTTP_PORT": str(port), "LOG_LEVEL": "WARNING",
         "LOG_JSON": "false", "DB_POOL_MAX": "20", "KAFKA_PARTITIONS": str(PARTITIONS),
         # One tenant submits the whole offered load: its write limit is raised past it, still checked.
         "RATE_LIMIT_WRITE_PER_S": str(10 * RATE_PER_S), "RATE_LIMIT_WRITE_BURST": str(10 * RATE_PER_S),
@@ -370,16 +368,7 @@ def dump_latencies(path: Path, sent: dict[str, float], arrived: dict[str, float]
 
 
 async def cleanup(env: BenchEnv) -> None:
-    conn = await asyncpg.connect(env.database_url)
-    try:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{env.schema("scheduler")}" CASCADE')
-    finally:
-        await conn.close()
-    redis = create_redis(env.redis_url)
-    try:
-        await Keyspace(f"bench{env.token}:").clear(redis)
-    finally:
-        await redis.aclose()
+    await env.drop("scheduler")
 
 
 def run_on_broker(run: Callable[[BenchEnv, EmbeddedBroker], Coroutine[Any, Any, None]]) -> None:
