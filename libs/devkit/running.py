@@ -40,12 +40,13 @@ KEY_PROBES = {
 def wait_for(probe: Callable[[], T | None], *, timeout: float, what: str, every: float = 0.5) -> T:
     """The first truthy answer of ``probe`` within ``timeout`` seconds; AssertionError naming ``what``."""
     deadline = time.monotonic() + timeout
+    last: T | None = None
     while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
+        last = probe()
+        if last:
+            return last
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
 class RunningStack:

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +24,8 @@ from libs.common.redis import Keyspace, create_redis
 from libs.common.settings import DEV_ADMIN_KEY
 from libs.devkit.broker import free_ports
 from libs.devkit.devstack import Stack
-from tests.integration.flows.suite import FLEET, KEY_PROBES, SERVICES, suite_env
+from libs.devkit.running import KEY_PROBES, wait_for
+from tests.integration.flows.suite import FLEET, SERVICES, suite_env
 from tests.integration.support import Infra, Isolation
 
 T = TypeVar("T")
@@ -35,14 +35,7 @@ NETWORK = ("--vpc", "vpc-main1", "--subnet", "subnet-a001", "--sg", "sg-default"
 
 def until(probe: Callable[[], T | None], *, timeout: float, what: str, interval: float = 0.3) -> T:
     """Poll ``probe`` until it answers something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+    return wait_for(probe, timeout=timeout, what=what, every=interval)
 
 
 @dataclass

@@ -19,6 +19,7 @@ import httpx
 from libs.common.settings import DEV_ADMIN_KEY
 from libs.devkit.broker import free_ports
 from libs.devkit.devstack import AGENT, Stack
+from libs.devkit.running import KEY_PROBES
 from services.inventory.adapters.fleet_yaml import gpu_uuid
 from tests.integration.support import ADMIN_HEADERS, Isolation, TopicReader, eventually
 
@@ -70,14 +71,6 @@ TIMINGS = {
     "RECOVERY_TICK_S": "0.5",
     "LOG_JSON": "false",
     "PYTHONUNBUFFERED": "1",
-}
-KEY_PROBES = {
-    "inventory": "/v1/capacity",
-    "scheduler": "/v1/workloads",
-    "telemetry": "/v1/gpus/latest",
-    "alerting": "/v1/alerts",
-    "billing": "/v1/balances",
-    "recovery": "/v1/incidents",
 }
 
 

@@ -32,6 +32,7 @@ from libs.common.events.scheduler import WorkloadPlacedV1
 from libs.common.redis import Keyspace, create_redis
 from libs.devkit.broker import free_port
 from libs.devkit.devstack import AGENT
+from libs.devkit.running import KEY_PROBES
 from tests.integration.alerting.helpers import Receiver
 from tests.integration.flows.checks import (
     allocations_match_placements,
@@ -42,7 +43,7 @@ from tests.integration.flows.checks import (
     quotas_and_allocations_agree,
 )
 from tests.integration.flows.journey import RULE, SECRET, Journey, job
-from tests.integration.flows.suite import KEY_PROBES, SERVICES, Suite, gpus_of
+from tests.integration.flows.suite import SERVICES, Suite, gpus_of
 from tests.integration.support import ADMIN_HEADERS, eventually
 
 OUTAGE_S = 120.0  # the "webhook receiver down for two minutes"

@@ -16,8 +16,9 @@ import pytest
 from libs.common.redis import Keyspace, create_redis
 from libs.devkit.broker import free_ports
 from libs.devkit.devstack import AGENT, GATEWAY, Stack
+from libs.devkit.running import KEY_PROBES
 from tests.integration.flows.journey import NETWORK
-from tests.integration.flows.suite import KEY_PROBES, SERVICES, suite_env
+from tests.integration.flows.suite import SERVICES, suite_env
 from tests.integration.support import ADMIN_HEADERS, Infra, Isolation
 
 NEEDED = ("inventory", "scheduler", "telemetry", "alerting", "recovery")
