@@ -1,13 +1,14 @@
-import { Alert, Button, Group, Stack, Title } from "@mantine/core";
+import { Button, Group, Stack, Title } from "@mantine/core";
 import { useState } from "react";
 import { useSession } from "../../api/session";
-import { errorMessage, QueryStatus } from "../../components/QueryStatus";
+import { ErrorAlert, QueryStatus } from "../../components/QueryStatus";
 import { AlertList } from "./AlertList";
 import { DeliveryTable } from "./DeliveryTable";
 import { useAlerts, useCreateSilence, useDeliveries, useExpireSilence, useRules, useSilences } from "./queries";
 import { RuleTable } from "./RuleTable";
 import { SilenceForm } from "./SilenceForm";
 import { SilenceTable } from "./SilenceTable";
+import { PageSection } from "../../components/PageSection";
 
 export default function AlertsPage() {
   const session = useSession();
@@ -24,27 +25,17 @@ export default function AlertsPage() {
       <Group justify="space-between">
         <Title order={1}>Alerts</Title>
       </Group>
-      <section aria-labelledby="alerts-firing">
-        <Title order={2} id="alerts-firing" size="h3" mb="sm">
-          Firing and pending
-        </Title>
+      <PageSection id="alerts-firing" title="Firing and pending">
         <QueryStatus query={alerts} label="alerts">
           <AlertList alerts={alerts.data ?? []} rules={rules.data ?? []} silences={silences.data ?? []} />
         </QueryStatus>
-      </section>
-      <section aria-labelledby="alerts-silences">
-        <Title order={2} id="alerts-silences" size="h3" mb="sm">
-          Silences
-        </Title>
+      </PageSection>
+      <PageSection id="alerts-silences" title="Silences">
         <Stack>
           <QueryStatus query={silences} label="silences">
             <SilenceTable silences={silences.data ?? []} onExpire={(id) => expire.mutate(id)} expiring={expire.isPending ? (expire.variables ?? null) : null} />
           </QueryStatus>
-          {expire.error ? (
-            <Alert color="red" role="alert" title="Expire refused">
-              {errorMessage(expire.error)}
-            </Alert>
-          ) : null}
+          <ErrorAlert error={expire.error} title="Expire refused" />
           <Group>
             <Button variant={creating ? "default" : "filled"} mih={44} aria-expanded={creating} onClick={() => setCreating(!creating)}>
               {creating ? "Close the new silence form" : "New silence"}
@@ -61,23 +52,17 @@ export default function AlertsPage() {
             />
           ) : null}
         </Stack>
-      </section>
-      <section aria-labelledby="alerts-rules">
-        <Title order={2} id="alerts-rules" size="h3" mb="sm">
-          Rules
-        </Title>
+      </PageSection>
+      <PageSection id="alerts-rules" title="Rules">
         <QueryStatus query={rules} label="rules">
           <RuleTable rules={rules.data ?? []} />
         </QueryStatus>
-      </section>
-      <section aria-labelledby="alerts-deliveries">
-        <Title order={2} id="alerts-deliveries" size="h3" mb="sm">
-          Deliveries
-        </Title>
+      </PageSection>
+      <PageSection id="alerts-deliveries" title="Deliveries">
         <QueryStatus query={deliveries} label="deliveries">
           <DeliveryTable deliveries={deliveries.data ?? []} />
         </QueryStatus>
-      </section>
+      </PageSection>
     </Stack>
   );
 }

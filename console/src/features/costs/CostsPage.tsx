@@ -2,6 +2,7 @@ import { Group, NativeSelect, SimpleGrid, Stack, Text, TextInput, Title } from "
 import { useDebouncedValue } from "@mantine/hooks";
 import { useState } from "react";
 import { useSession } from "../../api/session";
+import { PageSection } from "../../components/PageSection";
 import { QueryStatus } from "../../components/QueryStatus";
 import { TOUCH_INPUT } from "../../components/touch";
 import { BudgetBars, CostTable, ExportLinks, IdleNotices, SpotAdviceView } from "./CostParts";
@@ -61,10 +62,7 @@ export default function CostsPage() {
         <TextInput styles={TOUCH_INPUT} type="date" label="From (UTC day)" value={from} onChange={(e) => setFrom(e.currentTarget.value)} error={costsError?.field === "start" ? costs.error?.message : undefined} />
         <TextInput styles={TOUCH_INPUT} type="date" label="To (UTC day, inclusive)" value={to} onChange={(e) => setTo(e.currentTarget.value)} error={costsError?.field === "end" ? costs.error?.message : undefined} />
       </Group>
-      <section aria-labelledby="costs-breakdown">
-        <Title order={2} id="costs-breakdown" size="h3" mb="sm">
-          Breakdown
-        </Title>
+      <PageSection id="costs-breakdown" title="Breakdown">
         <Group align="flex-end" wrap="wrap" mb="sm">
           <NativeSelect styles={TOUCH_INPUT} label="Group costs by" data={GROUPINGS} value={grouping} onChange={(e) => setGrouping(e.currentTarget.value)} />
           {grouping === "tag" ? (
@@ -74,29 +72,20 @@ export default function CostsPage() {
         <QueryStatus query={costs} label="costs">
           {costs.data ? <CostTable costs={costs.data} label={label} /> : null}
         </QueryStatus>
-      </section>
+      </PageSection>
       <SimpleGrid cols={{ base: 1, md: 2 }}>
-        <section aria-labelledby="costs-budgets">
-          <Title order={2} id="costs-budgets" size="h3" mb="sm">
-            Budgets this month
-          </Title>
+        <PageSection id="costs-budgets" title="Budgets this month">
           <QueryStatus query={budgets} label="budgets">
             <BudgetBars budgets={budgets.data ?? []} />
           </QueryStatus>
-        </section>
-        <section aria-labelledby="costs-idle">
-          <Title order={2} id="costs-idle" size="h3" mb="sm">
-            Idle reclaim
-          </Title>
+        </PageSection>
+        <PageSection id="costs-idle" title="Idle reclaim">
           <QueryStatus query={idle} label="idle-reclaim notices">
             <IdleNotices actions={idle.data ?? []} />
           </QueryStatus>
-        </section>
+        </PageSection>
       </SimpleGrid>
-      <section aria-labelledby="costs-spot">
-        <Title order={2} id="costs-spot" size="h3" mb="sm">
-          Spot advice
-        </Title>
+      <PageSection id="costs-spot" title="Spot advice">
         {admin && !tenant ? (
           <Text>Choose a tenant to see its spot advice.</Text>
         ) : (
@@ -104,11 +93,8 @@ export default function CostsPage() {
             {spot.data ? <SpotAdviceView advice={spot.data} /> : null}
           </QueryStatus>
         )}
-      </section>
-      <section aria-labelledby="costs-exports">
-        <Title order={2} id="costs-exports" size="h3" mb="sm">
-          Export the ledger
-        </Title>
+      </PageSection>
+      <PageSection id="costs-exports" title="Export the ledger">
         {admin && !tenant ? (
           <Text>Choose a tenant to export its projects.</Text>
         ) : (
@@ -116,7 +102,7 @@ export default function CostsPage() {
             <ExportLinks projects={(projects.data?.groups ?? []).map((g) => g.key)} window={window} tenant={tenant} />
           </QueryStatus>
         )}
-      </section>
+      </PageSection>
     </Stack>
   );
 }

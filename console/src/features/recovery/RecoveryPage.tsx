@@ -2,6 +2,7 @@ import { Group, Stack, Table, Text, Title } from "@mantine/core";
 import { TableScroll } from "../../components/TableScroll";
 import { useQueryClient } from "@tanstack/react-query";
 import { useEffect, useMemo, useState } from "react";
+import { PageSection } from "../../components/PageSection";
 import { QueryStatus } from "../../components/QueryStatus";
 import { IncidentList } from "./IncidentList";
 import { IncidentPanel } from "./IncidentPanel";
@@ -59,18 +60,12 @@ export default function RecoveryPage() {
       <Group justify="space-between">
         <Title order={1}>Recovery</Title>
       </Group>
-      <section aria-labelledby="recovery-slo">
-        <Title order={2} id="recovery-slo" size="h3" mb="sm">
-          Recovery SLO
-        </Title>
+      <PageSection id="recovery-slo" title="Recovery SLO">
         <QueryStatus query={slo} label="SLO figures">
           <SloCard slo={slo.data} period={period} onPeriod={setPeriod} />
         </QueryStatus>
-      </section>
-      <section aria-labelledby="recovery-incidents">
-        <Title order={2} id="recovery-incidents" size="h3" mb="sm">
-          Incidents
-        </Title>
+      </PageSection>
+      <PageSection id="recovery-incidents" title="Incidents">
         <Stack>
           <QueryStatus query={incidents} label="incidents">
             <IncidentList incidents={incidents.data ?? []} catalog={byKey} selected={selected} onSelect={setSelected} />
@@ -81,15 +76,12 @@ export default function RecoveryPage() {
             </QueryStatus>
           ) : null}
         </Stack>
-      </section>
-      <section aria-labelledby="recovery-catalog">
-        <Title order={2} id="recovery-catalog" size="h3" mb="sm">
-          Fault catalog
-        </Title>
+      </PageSection>
+      <PageSection id="recovery-catalog" title="Fault catalog">
         <QueryStatus query={catalog} label="the fault catalog">
           {catalog.data?.faults.length ? <Catalog faults={catalog.data.faults} /> : <Text>The catalog is empty.</Text>}
         </QueryStatus>
-      </section>
+      </PageSection>
     </Stack>
   );
 }
