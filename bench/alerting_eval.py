@@ -2,7 +2,8 @@
 
 Starts the embedded broker and `python -m services.alerting` as its own process (local Postgres, a
 throw-away schema and topic prefix), a local webhook receiver, then publishes one SampleBatchV1 per
-node per second (1,250 nodes x 8 GPUs) for BENCH_SECONDS (default 40). Twenty probe GPUs cross 90%
+node per second (1,250 nodes x 8 GPUs) for BENCH_SECONDS (default 40). After a warm-up (BENCH_WARMUP_S,
+default 10: a fresh schema, so the evaluator first meets every GPU then), twenty probe GPUs cross 90%
 memory at staggered moments under a rule with `for: 2s`; latency is from the crossing sample's
 timestamp plus `for` to the webhook arriving at the receiver (on a thread and event loop of its own, so
 the arrival is stamped when it comes; the publisher lets its producer send every 50 batches, as 1,250
@@ -54,6 +55,12 @@ MODES = os.environ.get("BENCH_ALERT_MODES", "stream prometheus").split()
 PROMETHEUS_INTERVAL = "1s"
 NODES, GPUS_PER_NODE = 1250, 8
 SECONDS = int(os.environ.get("BENCH_SECONDS", "40"))
+#: Seconds the fleet streams before the first probe crosses. A fresh schema means the evaluator meets all
+#: 10,000 GPUs for the first time in the first seconds (each a new series, persisted) and runs 3-4 s
+#: behind until it has; a running service met them long ago. The catch-up is reported on its own line.
+WARMUP_S = int(os.environ.get("BENCH_WARMUP_S", "10"))
+#: The p99 beyond `for` stream mode had before this benchmark's issue (bench/REPORT.md): not to exceed.
+TODAY_P99_MS = 117.0
 PROBES, FOR_S = 20, 2.0
 #: Seconds of the fleet's batches published at once after the 1 Hz stream, to measure how fast the
 #: evaluator works through a backlog: its capacity, which the 1 Hz stream (offered exactly the target
@@ -205,12 +212,15 @@ def node_names() -> list[str]:
     return [f"probe-{i}" for i in range(PROBES)] + [f"node-{i}" for i in range(NODES - PROBES)]
 
 
-async def stream(bootstrap: str, topic: str, crossed: dict[str, datetime]) -> float:
-    """Publish every node's batch once a second; returns batches actually sent per second."""
+async def stream(bootstrap: str, topic: str, crossed: dict[str, datetime], sent_samples: list[int]) -> float:
+    """Publish every node's batch once a second (counting the samples acknowledged into `sent_samples[0]`);
+    returns batches actually sent per second."""
     producer = create_producer(bootstrap=bootstrap, client_id="bench-alerting")
     await producer.start()
     names, sent, started = node_names(), 0, time.monotonic()
-    cross_at = {f"probe-{i}": 5 + i * (SECONDS - 10) / PROBES for i in range(PROBES)}
+    if SECONDS < WARMUP_S + 5:
+        raise SystemExit(f"BENCH_SECONDS must leave the probes 5 s after the {WARMUP_S} s warm-up")
+    cross_at = {f"probe-{i}": WARMUP_S + i * (SECONDS - WARMUP_S - 5) / PROBES for i in range(PROBES)}
     writer = BatchWriter()
     writer.check(names[0], datetime.now(UTC))
     try:
@@ -229,6 +239,7 @@ async def stream(bootstrap: str, topic: str, crossed: dict[str, datetime]) -> fl
                     await asyncio.sleep(0)  # the producer sends what is queued, as separate agents would
             await asyncio.gather(*futures)
             sent += len(names)
+            sent_samples[0] += len(names) * GPUS_PER_NODE
             await asyncio.sleep(max(0.0, tick_start + 1 - time.monotonic()))
         return sent / (time.monotonic() - started)
     finally:
@@ -276,9 +287,12 @@ async def measure(
     topic, group = f"{env.topic_prefix}{topics.TELEMETRY_SAMPLES}", f"{env.topic_prefix}alerting.samples"
     crossed: dict[str, datetime] = {}
     before, started = await evaluated(client), time.monotonic()
-    log(f"streaming {NODES * GPUS_PER_NODE} GPUs at 1 Hz for {SECONDS}s")
-    sent_rate = await stream(bootstrap, topic, crossed)
+    log(f"streaming {NODES * GPUS_PER_NODE} GPUs at 1 Hz for {SECONDS}s (probes cross after {WARMUP_S}s)")
     parts = samples_partitions(topic)
+    sent = [0]
+    watch = asyncio.create_task(caught_up_after(client, sent, started))
+    sent_rate = await stream(bootstrap, topic, crossed, sent)
+    caught_up = await watch
     lag_at_end = await group_lag(bootstrap=bootstrap, group=group, partitions=parts)
     deadline = time.monotonic() + 30
     while (
@@ -292,21 +306,44 @@ async def measure(
     emit(bench, "samples_evaluated_per_s", rate, "samples/s", window_s=round(drained - started, 1))
     emit(bench, "samples_evaluated_per_s_vs_target", rate / TARGET_RATE, "ratio", target=TARGET_RATE)
     emit(bench, "lag_at_end_of_stream", lag_at_end, "batches", drain_s=round(drained - started - SECONDS, 1))
+    emit(
+        bench, "warmup_caught_up_after_s", caught_up, "s", warmup_s=WARMUP_S,
+        method="stream start until the service is less than one second's samples behind: a fresh schema, all "
+        "10,000 GPUs first seen (new series) in these seconds; probes cross only after the warm-up",
+    )  # fmt: skip
+    if caught_up < 0 or caught_up > WARMUP_S:
+        log(f"the evaluator had not caught up after the {WARMUP_S}s warm-up: early probes crossed during it")
     await asyncio.sleep(FOR_S + 1)
     beyond = [
         (receiver.arrived[gpu] - (crossed[gpu].timestamp() + FOR_S)) * 1000
         for gpu in crossed if gpu.startswith("GPU-") and gpu in receiver.arrived
     ]  # fmt: skip
+    log(f"beyond for, ms, in crossing order: {' '.join(f'{b:.0f}' for b in beyond)}")
     if not beyond:
         log("no probe alert reached the receiver")
         return
     p99 = percentile(beyond, 99)
     emit(bench, "cross_to_webhook_p50_beyond_for", percentile(beyond, 50), "ms", probes=len(beyond))
-    emit(bench, "cross_to_webhook_p99_beyond_for", p99, "ms", probes=len(beyond), expected=PROBES)
+    emit(
+        bench, "cross_to_webhook_p99_beyond_for", p99, "ms", probes=len(beyond), expected=PROBES,
+        method=f"{len(beyond)} probes: the p99 is the slowest",
+        **({"target": f"<= {TODAY_P99_MS:.0f}"} if bench == BENCH else {}),  # stream mode alone
+    )  # fmt: skip
     emit(
         bench, "cross_to_webhook_p99_beyond_for_vs_target", p99 / TARGET_P99_MS, "ratio", target=TARGET_P99_MS
     )
     await capacity(client, bootstrap, topic, bench)
+
+
+async def caught_up_after(client: httpx.AsyncClient, sent: list[int], started: float) -> float:
+    """Seconds from `started` until the service has evaluated all but one second of the samples published
+    so far (`sent[0]`, counted by the publisher), from its second second on; -1 if not within the stream."""
+    base = await evaluated(client)
+    while time.monotonic() - started < SECONDS:
+        if time.monotonic() - started >= 2 and await evaluated(client) - base >= sent[0] - TARGET_RATE:
+            return time.monotonic() - started
+        await asyncio.sleep(0.25)
+    return -1.0
 
 
 async def capacity(client: httpx.AsyncClient, bootstrap: str, topic: str, bench: str) -> None:

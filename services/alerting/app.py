@@ -27,7 +27,7 @@ def create_app(settings: AlertingSettings | None = None) -> FastAPI:
     """Build the alerting app; nothing connects until the app's lifespan starts."""
     settings = settings or AlertingSettings()
     delivery = DeliveryWorker(settings=settings)
-    evaluator = Evaluator(settings=settings, on_notified=delivery.wake)
+    evaluator = Evaluator(settings=settings, on_notified=delivery.hand_over)
     runtime = ServiceRuntime(
         settings=settings,
         migrations=service_migrations("alerting"),

@@ -35,6 +35,12 @@ class AlertingSettings(BaseServiceSettings):
         default="https://events.pagerduty.com/v2/enqueue", description="Default PagerDuty Events v2 URL."
     )
     delivery_poll_s: float = Field(default=0.2, gt=0, description="Delivery worker's poll interval.")
+    delivery_handover_s: float = Field(
+        default=0.25,
+        ge=0,
+        description="After committing new notifications the evaluator pauses up to this long while the "
+        "delivery worker sends them (a page goes out before more samples are evaluated); 0 never pauses.",
+    )
     delivery_timeout_s: float = Field(default=5.0, gt=0, description="HTTP timeout of one attempt.")
     delivery_concurrency: int = Field(default=16, ge=1, description="Requests in flight at once.")
     delivery_lease_s: float = Field(default=30.0, gt=0, description="How long a claimed delivery is held.")

@@ -48,6 +48,9 @@ class DeliverySettings(Protocol):
     def delivery_poll_s(self) -> float: ...
 
     @property
+    def delivery_handover_s(self) -> float: ...
+
+    @property
     def delivery_timeout_s(self) -> float: ...
 
     @property
@@ -87,11 +90,17 @@ class Attempted:
 
 
 class DeliveryWorker:
-    """Background loop; `wake()` makes it look for due notifications at once."""
+    """Background loop; `wake()` makes it look for due notifications at once, `hand_over()` also waits for
+    it to have sent them."""
 
     def __init__(self, *, settings: DeliverySettings, rng: random.Random | None = None) -> None:
         self._settings = settings
         self._wake = asyncio.Event()
+        # Wakes asked for, and the latest one a pass of the loop has caught up with (its claim found nothing
+        # more due, so what was committed before that wake has been sent or waits for a retry).
+        self._asked = 0
+        self._caught_up = 0
+        self._progress = asyncio.Condition()
         self._rng = rng or random.Random()
         self._policy = RetryPolicy(
             base=timedelta(seconds=settings.retry_base_s),
@@ -100,9 +109,26 @@ class DeliveryWorker:
             max_age=timedelta(seconds=settings.retry_max_age_s),
         )
 
-    def wake(self) -> None:
-        """New notifications were committed."""
+    def wake(self) -> int:
+        """New notifications were committed; returns this wake's number."""
+        self._asked += 1
         self._wake.set()
+        return self._asked
+
+    async def hand_over(self) -> None:
+        """New notifications were committed: wake the worker and wait, up to `delivery_handover_s`, until it
+        has sent them.
+
+        The evaluator calls this after each commit that made notifications. Evaluating holds the interpreter
+        (on a worker thread) most of the time under a 10,000-GPU stream; the worker's every step would wait
+        up to a switch interval for it, and a page would take tens of milliseconds more to go out. Pausing
+        evaluation meanwhile costs the stream a few milliseconds per page and is bounded."""
+        asked = self.wake()
+        if self._settings.delivery_handover_s <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._settings.delivery_handover_s), self._progress:
+                await self._progress.wait_for(lambda: self._caught_up >= asked)
 
     async def run(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         """Deliver until `stop` is set."""
@@ -112,6 +138,7 @@ class DeliveryWorker:
         ) as client:
             while not stop.is_set():
                 self._wake.clear()
+                asked = self._asked
                 async with runtime.pool.acquire() as conn:
                     claimed = await DeliveryStore(conn).claim_due(
                         limit=s.delivery_concurrency * 4, lease_s=s.delivery_lease_s
@@ -120,6 +147,9 @@ class DeliveryWorker:
                 if claimed:
                     await asyncio.gather(*(self._deliver(runtime, client, c, receivers) for c in claimed))
                     continue
+                async with self._progress:
+                    self._caught_up = asked
+                    self._progress.notify_all()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=s.delivery_poll_s)
 

@@ -24,7 +24,7 @@ import asyncio
 import heapq
 import logging
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
@@ -114,7 +114,7 @@ class EvaluatorSettings(Protocol):
 class Evaluator:
     """Background task; `evaluated` counts samples for tests and the benchmark."""
 
-    def __init__(self, *, settings: EvaluatorSettings, on_notified: Callable[[], None]) -> None:
+    def __init__(self, *, settings: EvaluatorSettings, on_notified: Callable[[], Awaitable[None]]) -> None:
         self._settings = settings
         self._on_notified = on_notified
         self.evaluated = 0
@@ -215,7 +215,7 @@ class Evaluator:
         self, runtime: ServiceRuntime, engine: Engine, records: Sequence[SampleRecord]
     ) -> None:
         """One poll, in slices: after each, due `for` timers fire and what changed is committed (which
-        wakes the delivery worker)."""
+        hands over to the delivery worker)."""
         for start in range(0, len(records), SLICE_RECORDS):
             # Off the event loop: the loop's delivery and API wait at most the interpreter's switch
             # interval (5 ms) for the CPU a slice takes, not the whole slice at each of their steps.
@@ -305,7 +305,7 @@ class Evaluator:
         for change in changes.transitions:
             TRANSITIONS.labels(change.kind.value).inc()
         if new:
-            self._on_notified()
+            await self._on_notified()  # the delivery worker sends them before the next slice is evaluated
 
 
 async def _emit(uow: UnitOfWork, change: Transition) -> None:

@@ -35,6 +35,7 @@ RECEIVERS = {
 class Settings:
     external_url: str = "http://alerting.test"
     delivery_poll_s: float = 1.0
+    delivery_handover_s: float = 0.25
     delivery_timeout_s: float = 1.0
     delivery_concurrency: int = 1
     delivery_lease_s: float = 30.0
