@@ -39,7 +39,8 @@ class AlertingSettings(BaseServiceSettings):
         default=0.25,
         ge=0,
         description="After committing new notifications the evaluator pauses up to this long while the "
-        "delivery worker sends them (a page goes out before more samples are evaluated); 0 never pauses.",
+        "delivery worker sends them (a page goes out before more samples are evaluated), never more than a "
+        "tenth of its time in all; 0 never pauses.",
     )
     delivery_timeout_s: float = Field(default=5.0, gt=0, description="HTTP timeout of one attempt.")
     delivery_concurrency: int = Field(default=16, ge=1, description="Requests in flight at once.")

@@ -30,6 +30,10 @@ from services.alerting.service.unit_of_work import alerting_uow
 
 __all__ = ["DeliveryWorker"]
 
+#: The share of the evaluator's time hand-overs may take: a slow or down receiver under an alert storm must
+#: not slow evaluation by more than this (each hand-over draws on a budget that refills at this rate).
+HANDOVER_SHARE = 0.1
+
 log = logging.getLogger(__name__)
 
 DELIVERIES = Counter(
@@ -101,6 +105,8 @@ class DeliveryWorker:
         self._asked = 0
         self._caught_up = 0
         self._progress = asyncio.Condition()
+        self._budget_s = settings.delivery_handover_s
+        self._budget_at: float | None = None
         self._rng = rng or random.Random()
         self._policy = RetryPolicy(
             base=timedelta(seconds=settings.retry_base_s),
@@ -122,13 +128,29 @@ class DeliveryWorker:
         The evaluator calls this after each commit that made notifications. Evaluating holds the interpreter
         (on a worker thread) most of the time under a 10,000-GPU stream; the worker's every step would wait
         up to a switch interval for it, and a page would take tens of milliseconds more to go out. Pausing
-        evaluation meanwhile costs the stream a few milliseconds per page and is bounded."""
+        evaluation meanwhile costs the stream a few milliseconds per page, and never more than
+        HANDOVER_SHARE of its time: a receiver that hangs each attempt until its timeout spends the budget,
+        and the evaluator goes on without waiting until it has refilled."""
         asked = self.wake()
-        if self._settings.delivery_handover_s <= 0:
+        clock = asyncio.get_running_loop().time
+        now = clock()
+        if self._budget_at is not None:
+            refill = (now - self._budget_at) * HANDOVER_SHARE
+            self._budget_s = min(self._settings.delivery_handover_s, self._budget_s + refill)
+        self._budget_at = now
+        if self._budget_s <= 0:
             return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self._settings.delivery_handover_s), self._progress:
-                await self._progress.wait_for(lambda: self._caught_up >= asked)
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._budget_s), self._progress:
+                    await self._progress.wait_for(lambda: self._caught_up >= asked)
+        finally:
+            self._budget_s -= clock() - now
+
+    @property
+    def handover_budget_s(self) -> float:
+        """What the next hand-over may wait at most (before the refill since the last one)."""
+        return self._budget_s
 
     async def run(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         """Deliver until `stop` is set."""
