@@ -3,7 +3,9 @@
 Real: `make run`'s stack (embedded broker, six services, node agent with the simulated 128-GPU fleet, the
 gateway serving the built console), Debian's Chromium driven by playwright-core, all on loopback. A tenant
 holds 64 GPUs (six 8-GPU H100 instances and sixteen single L4s); console/e2e/bench.mjs signs in as it,
-opens the GPUs page and reads the page's own performance measures and the gateway's /metrics. The stack
+opens the GPUs page, records Chromium's trace of it for the window (every main-thread task between two
+updates is charged to the first: handler, style, layout, paint, GC) beside the page's own performance
+measure of the handler, and reads the gateway's /metrics. The stack
 runs niced (BENCH_STACK_NICE, 10): a user's browser does not share its cores with the servers, and on a
 2-core host an unniced stack is what the browser's figures would measure. Prints one JSON line per figure.
 """

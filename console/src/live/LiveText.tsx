@@ -1,7 +1,11 @@
-// A live value as text, written straight into the DOM on each sample (no React render per update).
+// A live value as text, written straight into the DOM on each sample (no React render per update), and only
+// while it is on screen and its text changed: its box is fixed in size and contained (live.css), so a write
+// lays out this box alone.
 import { useEffect, useRef } from "react";
 import { formatValue } from "./format";
 import { useGpuSeries } from "./LiveProvider";
+import "./live.css";
+import { watchOnScreen, writeText } from "./onScreen";
 import type { Metric } from "./ring";
 
 export function LiveText({
@@ -20,12 +24,27 @@ export function LiveText({
   const formatRef = useRef(format);
   formatRef.current = format;
   useEffect(() => {
-    if (!series) return;
+    const element = span.current;
+    if (!series || !element) return;
+    let visible = true;
     const paint = () => {
-      if (span.current && series.buffer.length > 0) span.current.textContent = formatRef.current(series.buffer.latest(metric));
+      if (visible && series.buffer.length > 0) writeText(element, formatRef.current(series.buffer.latest(metric)));
     };
+    const unwatch = watchOnScreen(element, (now) => {
+      visible = now;
+      paint();
+    });
     paint();
-    return series.subscribe(paint);
+    const unsubscribe = series.subscribe(paint);
+    return () => {
+      unsubscribe();
+      unwatch();
+    };
   }, [series, metric]);
-  return <span ref={span}>{series ? initial : "live data unavailable"}</span>;
+  if (!series) return <span>live data unavailable</span>;
+  return (
+    <span ref={span} className="live-value">
+      {initial}
+    </span>
+  );
 }

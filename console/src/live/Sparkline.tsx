@@ -3,6 +3,8 @@
 import { Group, Text } from "@mantine/core";
 import { useEffect, useRef } from "react";
 import { formatValue } from "./format";
+import "./live.css";
+import { watchOnScreen, writeText } from "./onScreen";
 import { useGpuSeries } from "./LiveProvider";
 import type { Metric } from "./ring";
 
@@ -41,33 +43,29 @@ export function Sparkline({ gpu, metric, title, max = 100 }: { gpu: string; metr
   const value = useRef<HTMLSpanElement>(null);
 
   useEffect(() => {
-    if (!series) return;
-    // Only a sparkline on screen redraws its canvas (a long list has most of its 64 rows scrolled away);
-    // one scrolled back into view draws at once. The value and the label always follow.
+    if (!series || !canvas.current) return;
+    // Only a sparkline on screen redraws its canvas and rewrites its value (a long list has most of its 64 rows
+    // scrolled away); one scrolled back into view draws at once. The label always follows (an attribute costs no
+    // layout).
+    const element = canvas.current;
     let visible = true;
-    const drawNow = () => {
-      if (canvas.current) draw(canvas.current, series.buffer.column(metric), max);
-    };
-    const seen =
-      typeof IntersectionObserver === "undefined" || !canvas.current
-        ? null
-        : new IntersectionObserver(([entry]) => {
-            visible = entry.isIntersecting;
-            if (visible) drawNow();
-          });
-    if (seen && canvas.current) seen.observe(canvas.current);
     const paint = () => {
       const { buffer } = series;
       const latest = buffer.length > 0 ? formatValue(metric, buffer.latest(metric)) : "no data yet";
       box.current?.setAttribute("aria-label", `${title}: ${buffer.length} points, latest ${latest}`);
-      if (value.current) value.current.textContent = latest;
-      if (visible) drawNow();
+      if (!visible) return;
+      if (value.current) writeText(value.current, latest);
+      draw(element, series.buffer.column(metric), max);
     };
+    const unwatch = watchOnScreen(element, (now) => {
+      visible = now;
+      if (visible) paint();
+    });
     paint();
     const unsubscribe = series.subscribe(paint);
     return () => {
       unsubscribe();
-      seen?.disconnect();
+      unwatch();
     };
   }, [series, metric, title, max]);
 
@@ -76,9 +74,18 @@ export function Sparkline({ gpu, metric, title, max = 100 }: { gpu: string; metr
       <div ref={box} role="img" aria-label={`${title}: 0 points, latest no data yet`}>
         <canvas ref={canvas} width={96} height={24} style={{ display: "block" }} />
       </div>
-      <Text size="sm" component="span" ref={value} style={{ minWidth: "4.5em" }}>
-        {series ? "no data yet" : "live data unavailable"}
-      </Text>
+      {series ? (
+        <Text size="sm" component="span">
+          {/* Inside the flex item, not the item itself: a flex item cannot be a relayout boundary. */}
+          <span ref={value} className="live-value">
+            no data yet
+          </span>
+        </Text>
+      ) : (
+        <Text size="sm" component="span">
+          live data unavailable
+        </Text>
+      )}
     </Group>
   );
 }

@@ -1,9 +1,10 @@
 // The GPU list: a table on wide screens, cards on phones; each GPU with a live compute sparkline and values.
 import { Anchor, Badge, Card, Group, Stack, Table, Text } from "@mantine/core";
 import { TableScroll } from "../../components/TableScroll";
-import type { ReactNode } from "react";
+import { memo, type ReactNode } from "react";
 import { Link } from "react-router-dom";
 import { LiveText } from "../../live/LiveText";
+import { LIVE_ROW } from "../../live/onScreen";
 import { Sparkline } from "../../live/Sparkline";
 import type { GpuRow } from "./rows";
 
@@ -33,7 +34,8 @@ function Live({ row, children }: { row: GpuRow; children: ReactNode }) {
   return row.reporting ? <>{children}</> : <Text size="sm">not reporting</Text>;
 }
 
-export function GpuTable({ rows }: { rows: GpuRow[] }) {
+/** The table; memoised, so a page render with the same rows (a refetch that changed no row) skips all 64. */
+export const GpuTable = memo(function GpuTable({ rows }: { rows: GpuRow[] }) {
   return (
     <TableScroll minWidth={960}>
       <Table aria-label="GPUs" striped highlightOnHover verticalSpacing="xs">
@@ -51,7 +53,7 @@ export function GpuTable({ rows }: { rows: GpuRow[] }) {
         </Table.Thead>
         <Table.Tbody>
           {rows.map((row) => (
-            <Table.Tr key={row.uuid}>
+            <Table.Tr key={row.uuid} {...{ [LIVE_ROW]: "" }}>
               <Table.Td>
                 <GpuLink row={row} />
               </Table.Td>
@@ -86,13 +88,14 @@ export function GpuTable({ rows }: { rows: GpuRow[] }) {
       </Table>
     </TableScroll>
   );
-}
+});
 
-export function GpuCards({ rows }: { rows: GpuRow[] }) {
+/** The cards, memoised like the table. */
+export const GpuCards = memo(function GpuCards({ rows }: { rows: GpuRow[] }) {
   return (
     <Stack gap="sm" component="ul" p={0} m={0} style={{ listStyle: "none" }} aria-label="GPUs">
       {rows.map((row) => (
-        <Card component="li" key={row.uuid} withBorder padding="sm">
+        <Card component="li" key={row.uuid} withBorder padding="sm" {...{ [LIVE_ROW]: "" }}>
           <Group justify="space-between" wrap="wrap" gap="xs">
             <GpuLink row={row} />
             <HealthBadge health={row.health} />
@@ -109,4 +112,4 @@ export function GpuCards({ rows }: { rows: GpuRow[] }) {
       ))}
     </Stack>
   );
-}
+});

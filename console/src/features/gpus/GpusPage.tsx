@@ -1,22 +1,27 @@
 import { Group, Stack, Text, Title } from "@mantine/core";
 import { useMediaQuery } from "@mantine/hooks";
-import { useMemo } from "react";
+import { useMemo, useRef } from "react";
 import { useSession } from "../../api/session";
 import { QueryStatus } from "../../components/QueryStatus";
 import { useLiveGpus } from "../../live/LiveProvider";
 import { GpuCards, GpuTable } from "./GpuList";
 import { useInventoryGpus, useLatestSamples } from "./queries";
-import { gpuRows } from "./rows";
+import { gpuRows, sameRows, type GpuRow } from "./rows";
 
 export default function GpusPage() {
   const session = useSession();
   const samples = useLatestSamples();
   const inventory = useInventoryGpus();
   const phone = useMediaQuery("(max-width: 48em)");
-  const rows = useMemo(
+  const computed = useMemo(
     () => gpuRows(samples.data ?? [], inventory.data ?? [], { admin: session.role === "admin" }),
     [samples.data, inventory.data, session.role],
   );
+  // The 15 s refetch brings new metric values (the charts have them live already) but rarely new rows: the
+  // table re-renders only when a row changed, not 64 rows of components every refetch.
+  const shown = useRef<GpuRow[]>(computed);
+  if (shown.current !== computed && !sameRows(shown.current, computed)) shown.current = computed;
+  const rows = shown.current;
   useLiveGpus(rows.filter((r) => r.reporting).map((r) => r.uuid));
 
   return (

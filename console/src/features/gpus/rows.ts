@@ -60,3 +60,12 @@ export function gpuRows(samples: LatestSample[], inventory: InventoryGpu[], { ad
   }
   return rows.sort((a, b) => a.node.localeCompare(b.node) || a.index - b.index || a.uuid.localeCompare(b.uuid));
 }
+
+/** Whether two row lists show the same thing (row by row, field by field). */
+export function sameRows(a: readonly GpuRow[], b: readonly GpuRow[]): boolean {
+  if (a.length !== b.length) return false;
+  return a.every((row, i) => {
+    const other = b[i];
+    return (Object.keys(row) as (keyof GpuRow)[]).every((field) => row[field] === other[field]);
+  });
+}
