@@ -13,11 +13,14 @@ export function LiveText({
   metric,
   format = (v) => formatValue(metric, v),
   initial = "no data yet",
+  width,
 }: {
   gpu: string;
   metric: Metric;
   format?: (value: number) => string;
   initial?: string;
+  /** The box's fixed width (CSS), when the longest text it will show is shorter than live.css's default. */
+  width?: string;
 }) {
   const series = useGpuSeries(gpu);
   const span = useRef<HTMLSpanElement>(null);
@@ -43,7 +46,7 @@ export function LiveText({
   }, [series, metric]);
   if (!series) return <span>live data unavailable</span>;
   return (
-    <span ref={span} className="live-value">
+    <span ref={span} className="live-value" style={width ? { width } : undefined}>
       {initial}
     </span>
   );

@@ -54,7 +54,7 @@ export function Sparkline({ gpu, metric, title, max = 100 }: { gpu: string; metr
       const latest = buffer.length > 0 ? formatValue(metric, buffer.latest(metric)) : "no data yet";
       box.current?.setAttribute("aria-label", `${title}: ${buffer.length} points, latest ${latest}`);
       if (!visible) return;
-      if (value.current) writeText(value.current, latest);
+      if (value.current && buffer.length > 0) writeText(value.current, latest);
       draw(element, series.buffer.column(metric), max);
     };
     const unwatch = watchOnScreen(element, (now) => {
@@ -77,8 +77,8 @@ export function Sparkline({ gpu, metric, title, max = 100 }: { gpu: string; metr
       {series ? (
         <Text size="sm" component="span">
           {/* Inside the flex item, not the item itself: a flex item cannot be a relayout boundary. */}
-          <span ref={value} className="live-value">
-            no data yet
+          <span ref={value} className="live-value" style={{ width: "4.5em" }}>
+            —
           </span>
         </Text>
       ) : (

@@ -12,7 +12,8 @@ const HEALTH_COLOR: Record<string, string> = { healthy: "green", degraded: "yell
 
 export function HealthBadge({ health }: { health: string }) {
   return (
-    <Badge variant="dot" color={HEALTH_COLOR[health] ?? "red"}>
+    // The whole word, never "HEALT…": the label's own overflow would let a crowded table squeeze it.
+    <Badge variant="dot" color={HEALTH_COLOR[health] ?? "red"} styles={{ label: { overflow: "visible" } }}>
       {health}
     </Badge>
   );
@@ -74,12 +75,12 @@ export const GpuTable = memo(function GpuTable({ rows }: { rows: GpuRow[] }) {
               </Table.Td>
               <Table.Td>
                 <Live row={row}>
-                  <LiveText gpu={row.uuid} metric="gpu_temp_c" />
+                  <LiveText gpu={row.uuid} metric="gpu_temp_c" width="6em" />
                 </Live>
               </Table.Td>
               <Table.Td>
                 <Live row={row}>
-                  <LiveText gpu={row.uuid} metric="power_w" />
+                  <LiveText gpu={row.uuid} metric="power_w" width="6em" />
                 </Live>
               </Table.Td>
             </Table.Tr>
@@ -104,9 +105,14 @@ export const GpuCards = memo(function GpuCards({ rows }: { rows: GpuRow[] }) {
           {row.pool ? <Text size="sm">Pool {row.pool}, zone {row.zone}</Text> : null}
           <Live row={row}>
             <Sparkline gpu={row.uuid} metric="sm_util_pct" title={`Compute utilisation of ${name(row)}`} />
-            <Text size="sm">
-              Memory <LiveText gpu={row.uuid} metric="fb_used_pct" /> · Temperature <LiveText gpu={row.uuid} metric="gpu_temp_c" />
-            </Text>
+            <Group gap="md" wrap="wrap">
+              <Text size="sm">
+                Memory <LiveText gpu={row.uuid} metric="fb_used_pct" width="6.5em" />
+              </Text>
+              <Text size="sm">
+                Temperature <LiveText gpu={row.uuid} metric="gpu_temp_c" width="4.5em" />
+              </Text>
+            </Group>
           </Live>
         </Card>
       ))}
