@@ -50,6 +50,7 @@ class FakeKubeApi:
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.deletions: list[tuple[str, int | None]] = []  # (name, gracePeriodSeconds)
         self.created: list[str] = []
+        self.posted: list[str] = []  # the name of every Pod create asked for, answered or failed
         self.invalid: list[str] = []
         self._version = 0
         self._events: list[tuple[int, str, dict[str, Any]]] = []
@@ -172,9 +173,10 @@ class FakeKubeApi:
     async def _collection(self, request: Request) -> Response:
         namespace = request.path_params["namespace"]
         if request.method == "POST":
+            doc = await request.json()
+            self.posted.append(doc["metadata"]["name"])
             if (failed := self._failure("POST", after=False)) is not None:
                 return failed
-            doc = await request.json()
             if any(k == (namespace, doc["metadata"]["name"]) for k in self.pods):
                 return self._status(409, "AlreadyExists", f"pods {doc['metadata']['name']!r} already exists")
             made = await self._create(namespace, doc)

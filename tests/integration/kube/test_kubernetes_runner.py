@@ -462,6 +462,9 @@ async def test_answers_that_may_change_are_retried_and_a_refusal_is_final(
     await api.set_status(pod_name("pl-1"), phase="Running", running=RUNNING)
     (started,) = await reports(runner, 1)
     assert started.placement_id == "pl-1"
+    # The create answered 500 after it was made is asked again (and answered 409, already there): only once
+    # that third ask is in is the next failure armed, or the retry, not pl-2's create, would meet it.
+    await until(lambda: api.posted.count(pod_name("pl-1")) >= 3, "the create asked again after the 500")
     api.fail_next("POST", 403)
     runner.start(
         workload_id="wl-2",
