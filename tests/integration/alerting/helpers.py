@@ -17,8 +17,9 @@ from libs.common.bus import create_producer
 from libs.common.events import encode, envelop, topics
 from libs.common.events.telemetry import GpuMetrics, SampleBatchV1
 from libs.devkit.broker import free_port
+from services.alerting.app import create_app
 from services.alerting.settings import AlertingSettings
-from tests.integration.support import ADMIN_HEADERS, Isolation
+from tests.integration.support import ADMIN_HEADERS, Isolation, running
 
 SECRET = "test-signing-secret-0123456789"
 GIB = 1024**3
@@ -187,6 +188,20 @@ async def add_memory_rule(client: httpx.AsyncClient, *, name: str, node: str, fo
     }
     response = await client.post("/v1/rules", json=body, headers=ADMIN_HEADERS)
     assert response.status_code == 201, response.text
+
+
+@asynccontextmanager
+async def paging(
+    iso: Isolation, *, node: str, rule: str, **settings: Any
+) -> AsyncIterator[tuple[httpx.AsyncClient, Receiver]]:
+    """The alerting app (with `settings`) running beside a webhook receiver, and a memory rule (`for` 1 s)
+    on `node`, whose one GPU a feeder reports at 95%: the rule pages about a second in."""
+    app = create_app(alerting_settings(iso, **settings))
+    feeder = Feeder(iso, node=node, mem_pct=95)
+    async with receiving() as receiver, running(app) as client, feeder.running():
+        await add_receiver(client, receiver)
+        await add_memory_rule(client, name=rule, node=node, for_="1s")
+        yield client, receiver
 
 
 def alerts_in(received: list[Received], status: str) -> list[dict[str, Any]]:

@@ -9,18 +9,10 @@ import asyncpg
 import httpx
 import pytest
 
-from services.alerting.app import create_app
 from services.alerting.domain.outgoing import IDEMPOTENCY_HEADER
 from services.alerting.service.delivery_worker import DeliveryWorker
-from tests.integration.alerting.helpers import (
-    Feeder,
-    add_memory_rule,
-    add_receiver,
-    alerting_settings,
-    alerts_in,
-    receiving,
-)
-from tests.integration.support import ADMIN_HEADERS, Isolation, eventually, running
+from tests.integration.alerting.helpers import alerts_in, paging
+from tests.integration.support import ADMIN_HEADERS, Isolation, eventually
 
 
 async def _log(client: httpx.AsyncClient) -> list[dict[str, Any]]:
@@ -53,11 +45,10 @@ async def test_a_sent_notification_whose_outcome_the_database_refused_once_is_lo
     isolation: Isolation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     failed = _fail_recording(monkeypatch, times=1)
-    app = create_app(alerting_settings(isolation, delivery_lease_s=4.0))
-    feeder = Feeder(isolation, node="blink-node", mem_pct=95)
-    async with receiving() as receiver, running(app) as client, feeder.running():
-        await add_receiver(client, receiver)
-        await add_memory_rule(client, name="MemHighBlink", node="blink-node", for_="1s")
+    async with paging(isolation, node="blink-node", rule="MemHighBlink", delivery_lease_s=4.0) as (
+        client,
+        receiver,
+    ):
 
         async def delivered() -> list[dict[str, Any]] | None:
             log = await _log(client)
@@ -76,11 +67,10 @@ async def test_an_attempt_whose_outcome_could_not_be_recorded_stays_in_the_log_b
 ) -> None:
     # Refused for longer than the worker waits (half the 2 s lease): the first outcome is lost.
     failed = _fail_recording(monkeypatch, for_s=1.8)
-    app = create_app(alerting_settings(isolation, delivery_lease_s=2.0))
-    feeder = Feeder(isolation, node="gone-node", mem_pct=95)
-    async with receiving() as receiver, running(app) as client, feeder.running():
-        await add_receiver(client, receiver)
-        await add_memory_rule(client, name="MemHighGone", node="gone-node", for_="1s")
+    async with paging(isolation, node="gone-node", rule="MemHighGone", delivery_lease_s=2.0) as (
+        client,
+        receiver,
+    ):
 
         async def delivered() -> list[dict[str, Any]] | None:
             log = await _log(client)

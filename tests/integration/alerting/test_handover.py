@@ -8,17 +8,9 @@ from typing import Any
 
 import pytest
 
-from services.alerting.app import create_app
 from services.alerting.service.delivery_worker import DeliveryWorker
-from tests.integration.alerting.helpers import (
-    Feeder,
-    add_memory_rule,
-    add_receiver,
-    alerting_settings,
-    alerts_in,
-    receiving,
-)
-from tests.integration.support import Isolation, eventually, running
+from tests.integration.alerting.helpers import alerts_in, paging
+from tests.integration.support import Isolation, eventually
 
 
 async def test_the_evaluator_resumes_only_once_the_page_it_committed_reached_the_receiver(
@@ -35,12 +27,11 @@ async def test_the_evaluator_resumes_only_once_the_page_it_committed_reached_the
 
     monkeypatch.setattr(DeliveryWorker, "hand_over", watched)
     # A bound far longer than a delivery takes: the hand-over returns because the page went out.
-    app = create_app(alerting_settings(isolation, delivery_handover_s=10.0))
-    feeder = Feeder(isolation, node="handover-node", mem_pct=95)
-    async with receiving() as receiver, running(app) as client, feeder.running():
-        receivers.append(receiver)
-        await add_receiver(client, receiver)
-        await add_memory_rule(client, name="MemHighHandover", node="handover-node", for_="1s")
+    async with paging(isolation, node="handover-node", rule="MemHighHandover", delivery_handover_s=10.0) as (
+        _,
+        receiver,
+    ):
+        receivers.append(receiver)  # before any page: the rule's `for` has not run out yet
 
         async def handed_over() -> list[tuple[int, float]] | None:
             return returned or None
