@@ -55,7 +55,7 @@ export function Sparkline({ gpu, metric, title, max = 100 }: { gpu: string; metr
       box.current?.setAttribute("aria-label", `${title}: ${buffer.length} points, latest ${latest}`);
       if (!visible) return;
       if (value.current && buffer.length > 0) writeText(value.current, latest);
-      draw(element, series.buffer.column(metric), max);
+      draw(element, buffer.column(metric), max);
     };
     const unwatch = watchOnScreen(element, (now) => {
       visible = now;
@@ -74,18 +74,16 @@ export function Sparkline({ gpu, metric, title, max = 100 }: { gpu: string; metr
       <div ref={box} role="img" aria-label={`${title}: 0 points, latest no data yet`}>
         <canvas ref={canvas} width={96} height={24} style={{ display: "block" }} />
       </div>
-      {series ? (
-        <Text size="sm" component="span">
-          {/* Inside the flex item, not the item itself: a flex item cannot be a relayout boundary. */}
+      <Text size="sm" component="span">
+        {/* The value's box inside the flex item, not the item itself: a flex item is no relayout boundary. */}
+        {series ? (
           <span ref={value} className="live-value" style={{ width: "4.5em" }}>
             —
           </span>
-        </Text>
-      ) : (
-        <Text size="sm" component="span">
-          live data unavailable
-        </Text>
-      )}
+        ) : (
+          "live data unavailable"
+        )}
+      </Text>
     </Group>
   );
 }
