@@ -224,14 +224,16 @@ async def wait_capacity(
     raise RuntimeError("the scheduler never learnt the fleet")
 
 
-def start_service(env: BenchEnv, bootstrap: str, port: int) -> subprocess.Popen[bytes]:
+def start_service(
+    env: BenchEnv, bootstrap: str, port: int, *, write_per_s: int = 10 * RATE_PER_S
+) -> subprocess.Popen[bytes]:
     values = {
         "KAFKA_BOOTSTRAP_SERVERS": bootstrap, "KAFKA_TOPIC_PREFIX": env.topic_prefix,
         "DATABASE_URL": env.database_url, "DB_SCHEMA": env.schema("scheduler"), "REDIS_URL": env.redis_url,
         "REDIS_PREFIX": env.redis_prefix, "SCHEDULER_HTTP_PORT": str(port), "LOG_LEVEL": "WARNING",
         "LOG_JSON": "false", "DB_POOL_MAX": "20", "KAFKA_PARTITIONS": str(PARTITIONS),
         # One tenant submits the whole offered load: its write limit is raised past it, still checked.
-        "RATE_LIMIT_WRITE_PER_S": str(10 * RATE_PER_S), "RATE_LIMIT_WRITE_BURST": str(10 * RATE_PER_S),
+        "RATE_LIMIT_WRITE_PER_S": str(write_per_s), "RATE_LIMIT_WRITE_BURST": str(write_per_s),
     }  # fmt: skip
     return subprocess.Popen([sys.executable, "-m", "services.scheduler"], env={**os.environ, **values})
 

@@ -45,6 +45,7 @@ TARGETS: dict[tuple[str, str], Target] = {
     ("bus.outbox_to_consumer", "duplicates_applied"): Target(0, False, "exactly-once application"),
     ("scheduler.placement", "decisions_per_s"): Target(1000, True, "issue 4; Slurm sustains 500 jobs/s"),
     ("scheduler.e2e", "submit_to_placed_p99_ms"): Target(50, False, "issue 4, ms at 100 submissions/s"),
+    ("scheduler.http", "accepted_per_s"): Target(1000, True, "issue 24, 32 in flight, 10,000 GPUs"),
     ("scheduler.array", "accepted_jobs_per_s"): Target(10000, True, "issue 24, one 10,000-job array"),
     ("scheduler.array", "submit_to_all_placed_s"): Target(3, False, "issue 24, 10,000 jobs on 10,000 GPUs"),
     ("scheduler.backlog", "registered_to_all_placed_s"): Target(
