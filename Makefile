@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 PYTEST_FLAGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help install console infra podman kubectl promtools chromium migrate run demo test unit integration console-test lint format bench screenshots clean
+.PHONY: help install console infra podman kubectl promtools pgbouncer chromium migrate run demo test unit integration console-test lint format bench screenshots clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ kubectl: ## Install Debian's kubectl if missing (never fails: the kustomize buil
 chromium: ## Install Debian's Chromium if missing (never fails: the console's browser tests then skip)
 	@scripts/ensure-chromium.sh
 
+pgbouncer: ## Install Debian's pgbouncer if missing (never fails: the tests behind a transaction pooler then skip)
+	@scripts/ensure-pgbouncer.sh
+
 promtools: ## Install Debian's promtool and amtool if missing (never fails: the tests using them then skip)
 	@scripts/ensure-prometheus-tools.sh
 
@@ -60,7 +63,7 @@ integration: install infra podman ## Integration tests against the real broker, 
 
 # mypy (minutes on a clean clone, one core) runs beside pytest, whose integration tests mostly wait on
 # IO; both must pass. Its report is printed after the tests.
-test: install infra podman kubectl promtools chromium console-test ## Lint, the console's unit tests, then every Python test (mypy beside them; the browser tests among the integration tests)
+test: install infra podman kubectl promtools pgbouncer chromium console-test ## Lint, the console's unit tests, then every Python test (mypy beside them; the browser tests among the integration tests)
 	$(BIN)/ruff check libs services tests bench scripts
 	$(BIN)/ruff format --check libs services tests bench scripts
 	@$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & types=$$!; \

@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 #: new key works on the other services up to a quarter second later; revocation already waits for the
 #: auth cache (AUTH_CACHE_TTL_S, 5 s).
 PLATFORM_FETCH_WAIT_MS = 250
+#: Behind a transaction pooler, the direct connections a service may hold: the outbox relay's listening
+#: session and one leader's lock (the alerting evaluator's; the placer opens its own session).
+SESSION_POOL_MAX = 2
 
 
 async def _bounded(closing: Awaitable[None], timeout_s: float, what: str) -> bool:
@@ -86,6 +89,7 @@ class ServiceRuntime:
     background: Sequence[tuple[str, BackgroundTask]] = ()
     run_relay: bool = True
     _pool: asyncpg.Pool[Any] | None = None
+    _session_pool: asyncpg.Pool[Any] | None = None
     _redis: Redis | None = None
     _producer: AIOKafkaProducer | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -105,6 +109,15 @@ class ServiceRuntime:
         if self._pool is None:
             raise RuntimeError("runtime not started")
         return self._pool
+
+    @property
+    def session_pool(self) -> asyncpg.Pool[Any]:
+        """Connections for what keeps session state (LISTEN, a session advisory lock): ``pool`` itself,
+        or, behind a transaction pooler (``DATABASE_POOLER=transaction``), a small pool on
+        ``DATABASE_DIRECT_URL``."""
+        if self._session_pool is None:
+            raise RuntimeError("runtime not started")
+        return self._session_pool
 
     @property
     def redis(self) -> Redis:
@@ -134,15 +147,32 @@ class ServiceRuntime:
         s, wait_s = self.settings, self.settings.startup_connect_timeout_s
         if self.migrations:
             await retry_while_unreachable(
-                lambda: migrate(dsn=s.database_url, schema=s.pg_schema, migrations=list(self.migrations)),
+                lambda: migrate(
+                    dsn=s.session_database_url, schema=s.pg_schema, migrations=list(self.migrations)
+                ),
                 what="Postgres",
                 timeout_s=wait_s,
             )
         self._pool = await retry_while_unreachable(
-            lambda: create_pool(dsn=s.database_url, schema=s.pg_schema, max_size=s.db_pool_max),
+            lambda: create_pool(
+                dsn=s.service_database_url,
+                schema=s.pg_schema,
+                max_size=s.db_pool_max,
+                pooled=s.pooled,
+            ),
             what="Postgres",
             timeout_s=wait_s,
         )
+        self._session_pool = self._pool
+        if s.pooled:
+            # The relay's listening connection and one leader's lock at most (SESSION_POOL_MAX).
+            self._session_pool = await retry_while_unreachable(
+                lambda: create_pool(
+                    dsn=s.session_database_url, schema=s.pg_schema, max_size=SESSION_POOL_MAX, min_size=0
+                ),
+                what="Postgres (direct)",
+                timeout_s=wait_s,
+            )
         self._redis = create_redis(s.redis_url)  # connects lazily; /readyz reports it
         await wait_for_broker(bootstrap=s.kafka_bootstrap_servers, timeout_s=wait_s)
         await ensure_topics(
@@ -188,9 +218,12 @@ class ServiceRuntime:
             await _bounded(self._producer.stop(), timeout_s, "Kafka producer")
         if self._redis is not None:
             await _bounded(self._redis.aclose(), timeout_s, "Redis client")
+        session = self._session_pool if self._session_pool is not self._pool else None
+        if session is not None and not await _bounded(session.close(), timeout_s, "Postgres session pool"):
+            session.terminate()
         if self._pool is not None and not await _bounded(self._pool.close(), timeout_s, "Postgres pool"):
             self._pool.terminate()
-        self._producer = self._redis = self._pool = None
+        self._producer = self._redis = self._pool = self._session_pool = None
 
     async def readiness(self) -> dict[str, str]:
         """'ok' or the error for each dependency: postgres, redis, kafka; and ``consumer:<name>`` for each
@@ -257,6 +290,7 @@ class ServiceRuntime:
         s = self.settings
         relay = OutboxRelay(
             pool=self.pool,
+            session_pool=self.session_pool,
             producer=self.producer,
             service=s.service_name,
             schema=s.pg_schema,

@@ -42,7 +42,26 @@ class BaseServiceSettings(BaseSettings):
         alias="KAFKA_FETCH_MAX_WAIT_MS",
         description="Fetch long-poll; keep short on the embedded broker, which always waits it out.",
     )
-    database_url: str = Field(default="postgresql://postgres@127.0.0.1:5432/postgres", alias="DATABASE_URL")
+    database_url: str = Field(
+        default="postgresql://postgres@127.0.0.1:5432/postgres",
+        alias="DATABASE_URL",
+        description="Where the service's pools connect. A '{schema}' in it is replaced by the service's "
+        "schema, so one URL serves every service behind a pooler with a database entry per service "
+        "(postgresql://user@pgbouncer:6432/gpucloud_{schema}).",
+    )
+    database_pooler: Literal["none", "transaction"] = Field(
+        default="none",
+        alias="DATABASE_POOLER",
+        description="What DATABASE_URL reaches: Postgres itself (none) or a pooler in transaction mode "
+        "such as PgBouncer (transaction), where no statement is cached and session state never lasts; "
+        "then DATABASE_DIRECT_URL is required.",
+    )
+    database_direct_url: str = Field(
+        default="",
+        alias="DATABASE_DIRECT_URL",
+        description="Postgres itself, for what needs a session of its own: migrations, the outbox relay's "
+        "and the leaders' advisory locks and LISTEN. Empty: DATABASE_URL.",
+    )
     db_schema: str = Field(default="", alias="DB_SCHEMA", description="Defaults to the service name.")
     db_pool_max: int = Field(default=10, ge=1, le=200, alias="DB_POOL_MAX")
     startup_connect_timeout_s: float = Field(
@@ -129,6 +148,15 @@ class BaseServiceSettings(BaseSettings):
         return value
 
     @model_validator(mode="after")
+    def _direct_url_behind_a_pooler(self) -> BaseServiceSettings:
+        if self.database_pooler == "transaction" and not self.database_direct_url:
+            raise ValueError(
+                "DATABASE_DIRECT_URL must name Postgres itself when DATABASE_POOLER=transaction: "
+                "advisory locks and LISTEN need a session a transaction pooler does not keep"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _refuse_default_admin_key_outside_development(self) -> BaseServiceSettings:
         key = self.admin_api_key.get_secret_value() if self.admin_api_key else None
         if self.environment != "development" and key in (None, "", DEV_ADMIN_KEY):
@@ -143,6 +171,21 @@ class BaseServiceSettings(BaseSettings):
     def pg_schema(self) -> str:
         """The Postgres schema this service owns."""
         return self.db_schema or self.service_name
+
+    @property
+    def pooled(self) -> bool:
+        """Whether DATABASE_URL is a transaction pooler (see ``libs.common.db.pool.create_pool``)."""
+        return self.database_pooler == "transaction"
+
+    @property
+    def service_database_url(self) -> str:
+        """DATABASE_URL for this service: its '{schema}', if any, replaced by the schema."""
+        return self.database_url.replace("{schema}", self.pg_schema)
+
+    @property
+    def session_database_url(self) -> str:
+        """Where connections that keep session state go: Postgres itself."""
+        return (self.database_direct_url or self.database_url).replace("{schema}", self.pg_schema)
 
     @property
     def admin_key(self) -> str:

@@ -81,9 +81,12 @@ class Stack:
 
     def migrate(self) -> None:
         """Apply every service's migrations."""
-        dsn = self.env.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+        url = self.env.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+        url = self.env.get("DATABASE_DIRECT_URL") or url  # migrations need Postgres itself, not a pooler
         for service in SERVICES:
-            asyncio.run(migrate(dsn=dsn, schema=self.schema(service), migrations=service_migrations(service)))
+            schema = self.schema(service)
+            dsn = url.replace("{schema}", schema)
+            asyncio.run(migrate(dsn=dsn, schema=schema, migrations=service_migrations(service)))
 
     def start(self, name: str | None = None) -> None:
         """Start one process, or every process not running yet."""

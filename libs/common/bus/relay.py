@@ -121,8 +121,12 @@ class OutboxRelay:
         housekeeping_interval_s: float = 5.0,
         recreate_topics: Callable[[], Awaitable[Sequence[str]]] | None = None,
         verify_every_s: float = 2.0,
+        session_pool: asyncpg.Pool[Any] | None = None,
     ) -> None:
         self._pool = pool
+        # Where the relay's own session comes from (LISTEN, the leader's advisory lock): Postgres
+        # itself when ``pool`` is a transaction pooler's.
+        self._session_pool = session_pool or pool
         self._producer = producer
         self._service = service
         self._schema = schema
@@ -168,7 +172,7 @@ class OutboxRelay:
             return await self._publish_from(conn)
 
     async def _run_on_connection(self, stop: asyncio.Event) -> None:
-        conn = await self._pool.acquire()
+        conn = await self._session_pool.acquire()
         try:
             # The unsent rows are the tail of a table that keeps an hour of sent ones: see _SESSION
             # (reset below, before the connection goes back to the pool).
@@ -186,7 +190,7 @@ class OutboxRelay:
                 with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
                     await conn.remove_listener(_CHANNEL, self._on_notify)
                     await conn.execute("; ".join(f"RESET {name}" for name in _SESSION))
-            await self._pool.release(conn)
+            await self._session_pool.release(conn)
 
     async def _lead(self, lease: Lease, stop: asyncio.Event) -> None:
         """Publish batches over the lock's own connection, two statements each (no transaction needed:

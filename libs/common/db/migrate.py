@@ -80,13 +80,15 @@ async def migrate(*, dsn: str, schema: str, migrations: list[Migration]) -> list
 
 async def _main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Apply every service's migrations.")
-    parser.add_argument("--dsn", default=None, help="defaults to DATABASE_URL")
+    parser.add_argument("--dsn", default=None, help="defaults to DATABASE_DIRECT_URL, else DATABASE_URL")
     parser.add_argument("services", nargs="*", default=list(SERVICES))
     args = parser.parse_args(argv)
     from libs.common.settings import BaseServiceSettings
 
-    dsn = args.dsn or BaseServiceSettings().database_url
+    settings = BaseServiceSettings()
+    url = args.dsn or settings.database_direct_url or settings.database_url
     for service in args.services:
+        dsn = url.replace("{schema}", service)
         applied = await migrate(dsn=dsn, schema=service, migrations=service_migrations(service))
         print(f"{service}: {len(applied)} migration(s) applied" + (f" {applied}" if applied else ""))
 

@@ -10,7 +10,14 @@ from typing import Any, TypeVar
 
 import asyncpg
 
-__all__ = ["QUEUE_READS", "UNREACHABLE", "create_pool", "init_connection", "retry_while_unreachable"]
+__all__ = [
+    "QUEUE_READS",
+    "UNREACHABLE",
+    "PoolerMisconfigured",
+    "create_pool",
+    "init_connection",
+    "retry_while_unreachable",
+]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -91,6 +98,10 @@ async def _keep_session(_conn: asyncpg.Connection[Any]) -> None:
 QUEUE_READS = {"plan_cache_mode": "force_custom_plan", "enable_bitmapscan": "off"}
 
 
+class PoolerMisconfigured(RuntimeError):
+    """Behind a transaction pooler, the server connections do not resolve names in the service's schema."""
+
+
 async def create_pool(
     *,
     dsn: str,
@@ -99,6 +110,7 @@ async def create_pool(
     min_size: int = 1,
     stateless: bool = False,
     queue_reads: bool = False,
+    pooled: bool = False,
 ) -> asyncpg.Pool[Any]:
     """Open a pool whose connections resolve unqualified names in ``schema`` first.
 
@@ -106,15 +118,51 @@ async def create_pool(
     advisory lock or open cursor), so asyncpg's reset query, one round trip on every release, is skipped.
     ``queue_reads``: every connection gets ``QUEUE_READS``, for a pool whose statements read queue-like
     tables through their indexes; planning each execution costs a little, a stale plan a full scan.
+
+    ``pooled``: ``dsn`` is a pooler in transaction mode (PgBouncer's ``pool_mode = transaction``), which
+    hands each transaction whatever server connection is free. Then no statement is prepared under a
+    name (asyncpg's statement cache is off: a name prepared on one server connection is unknown on the
+    next), nothing but ``application_name`` goes in the start-up packet (PgBouncer refuses other
+    parameters), and a connection going back to the pool is not reset (``RESET ALL`` would run on a
+    server connection another client gets next). The schema must come from the pooler: a database entry
+    of its own per service whose ``connect_query`` sets ``search_path`` (README.md); the pool checks
+    it and raises ``PoolerMisconfigured`` otherwise. ``queue_reads`` cannot be set per session there
+    either: put ``QUEUE_READS`` in the scheduler's ``connect_query`` too (without it, the queue reads
+    stay correct and may scan more).
     """
-    settings = {"search_path": f"{schema},public", "application_name": f"gpucloud-{schema}"}
-    pool = await asyncpg.create_pool(
-        dsn=dsn,
-        min_size=min_size,
-        max_size=max_size,
-        server_settings=settings | (QUEUE_READS if queue_reads else {}),
-        init=init_connection,
-        reset=_keep_session if stateless else None,
-    )
+    app = {"application_name": f"gpucloud-{schema}"}
+    if pooled:
+        pool = await asyncpg.create_pool(
+            dsn=dsn,
+            min_size=min_size,
+            max_size=max_size,
+            server_settings=app,
+            statement_cache_size=0,
+            init=init_connection,
+            reset=_keep_session,
+        )
+    else:
+        settings = app | {"search_path": f"{schema},public"} | (QUEUE_READS if queue_reads else {})
+        pool = await asyncpg.create_pool(
+            dsn=dsn,
+            min_size=min_size,
+            max_size=max_size,
+            server_settings=settings,
+            init=init_connection,
+            reset=_keep_session if stateless else None,
+        )
     assert pool is not None
+    if pooled:
+        await _check_pooled_schema(pool, schema)
     return pool
+
+
+async def _check_pooled_schema(pool: asyncpg.Pool[Any], schema: str) -> None:
+    path = await pool.fetchval("SHOW search_path")
+    if schema not in [part.strip().strip('"') for part in str(path).split(",")]:
+        await pool.close()
+        raise PoolerMisconfigured(
+            f"behind the transaction pooler, search_path is {path!r}, without the schema {schema!r}: "
+            f"give this service a pooler database entry whose connect_query sets "
+            f"search_path TO {schema}, public (README.md, 'Behind PgBouncer')"
+        )

@@ -132,7 +132,7 @@ class Evaluator:
         """Wait to become the evaluator, then evaluate until `stop` or until the lock is lost."""
         stand_by = lambda: sleep_or_stop(stop, STANDBY_RETRY_S)  # noqa: E731  # the wait between two tries
         async with (
-            runtime.pool.acquire() as conn,
+            runtime.session_pool.acquire() as conn,
             lead(conn, key=self._lock_key, stop=stop, wait=stand_by) as lease,
         ):
             if lease is None:

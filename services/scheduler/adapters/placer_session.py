@@ -24,9 +24,11 @@ class PlacerSession:
         self._listener: Callable[[object, int, str, str], None] | None = None
 
     @classmethod
-    async def connect(cls, dsn: str) -> PlacerSession:
-        """Open the dedicated connection."""
-        conn: asyncpg.Connection[Any] = await asyncpg.connect(dsn)
+    async def connect(cls, dsn: str, *, schema: str) -> PlacerSession:
+        """Open the dedicated connection (named as the schema's pools are, in pg_stat_activity)."""
+        conn: asyncpg.Connection[Any] = await asyncpg.connect(
+            dsn, server_settings={"application_name": f"gpucloud-{schema}"}
+        )
         return cls(conn)
 
     async def listen(self, on_payload: Callable[[str], None]) -> None:

@@ -47,6 +47,8 @@ __all__ = ["PENDING", "Placer", "rebuild_quotas", "record_pending", "run_pass"]
 
 log = logging.getLogger(__name__)
 
+#: The placer's pool: a pass reads its three inputs at once, on three connections (pass_inputs.py).
+PLACER_POOL_MAX = 4
 IS_LEADER = Gauge("scheduler_placer_leader", "1 while this replica holds the placer lock")
 PASSES = Counter("scheduler_passes_total", "Schedule passes run")
 PLACED = Counter("scheduler_placements_total", "Placements committed")
@@ -190,7 +192,9 @@ class Placer:
         self._released_at = 0.0
 
     async def __call__(self, runtime: ServiceRuntime, stop: asyncio.Event) -> None:
-        session = await PlacerSession.connect(self._ctx.settings.database_url)
+        session = await PlacerSession.connect(
+            self._ctx.settings.session_database_url, schema=self._ctx.settings.pg_schema
+        )
         retry = lambda: sleep_or_stop(stop, self._ctx.settings.lock_retry_s)  # noqa: E731  # between tries
         try:
             while not stop.is_set():
@@ -216,7 +220,12 @@ class Placer:
         IS_LEADER.set(1)
         log.info("this replica is now the active placer")
         ctx.placer_pool = await create_pool(
-            dsn=ctx.settings.database_url, schema=schema, max_size=4, stateless=True, queue_reads=True
+            dsn=ctx.settings.service_database_url,
+            schema=schema,
+            max_size=PLACER_POOL_MAX,
+            stateless=True,
+            queue_reads=True,
+            pooled=ctx.settings.pooled,
         )
         await rebuild_quotas(ctx)  # a predecessor may have died between a Redis reserve and its commit
         self._cache = PassCache()  # rebuilt from Postgres at each takeover

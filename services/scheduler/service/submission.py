@@ -164,7 +164,11 @@ def hold_submission_pool(ctx: SchedulerContext) -> BackgroundTask:
     async def hold(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         s = ctx.settings
         pool = await create_pool(
-            dsn=s.database_url, schema=s.pg_schema, max_size=s.db_pool_max, stateless=True
+            dsn=s.service_database_url,
+            schema=s.pg_schema,
+            max_size=s.db_pool_max,
+            stateless=True,
+            pooled=s.pooled,
         )
         ctx.submit_pool = pool
         try:

@@ -192,12 +192,16 @@ def suite_env(iso: Isolation, fleet: Path) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def running_suite(iso: Isolation, tmp_path: Path) -> AsyncIterator[Suite]:
-    """Migrate, start the six services and the agent, wait until ready; stop everything after."""
+async def running_suite(
+    iso: Isolation, tmp_path: Path, *, env: dict[str, str] | None = None
+) -> AsyncIterator[Suite]:
+    """Migrate, start the six services and the agent, wait until ready; stop everything after.
+
+    ``env`` is laid over ``suite_env`` (another database URL, say)."""
     fleet, logs = tmp_path / "fleet.yaml", tmp_path / "logs"
     fleet.write_text(FLEET)
     logs.mkdir()
-    stack = Stack(env=suite_env(iso, fleet), logs=logs, base_port=free_ports(len(SERVICES)))
+    stack = Stack(env=suite_env(iso, fleet) | (env or {}), logs=logs, base_port=free_ports(len(SERVICES)))
     suite = Suite(stack=stack, iso=iso)
     try:
         await asyncio.to_thread(stack.migrate)

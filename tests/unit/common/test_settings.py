@@ -49,3 +49,27 @@ def test_topic_and_group_names_carry_the_prefix() -> None:
 def test_schema_must_be_a_plain_identifier() -> None:
     with pytest.raises(ValidationError, match="DB_SCHEMA"):
         BaseServiceSettings(db_schema='x"; drop table y; --')
+
+
+def test_a_transaction_pooler_needs_a_direct_url_for_sessions() -> None:
+    with pytest.raises(ValidationError, match="DATABASE_DIRECT_URL must name Postgres itself"):
+        BaseServiceSettings(database_pooler="transaction", database_url="postgresql://pgbouncer:6432/x")
+    settings = BaseServiceSettings(
+        service_name="billing",
+        database_pooler="transaction",
+        database_url="postgresql://u@pgbouncer:6432/gpucloud_{schema}",
+        database_direct_url="postgresql://u@db:5432/gpucloud",
+    )
+    assert settings.pooled
+    assert settings.service_database_url == "postgresql://u@pgbouncer:6432/gpucloud_billing"
+    assert settings.session_database_url == "postgresql://u@db:5432/gpucloud"
+
+
+def test_without_a_pooler_sessions_use_database_url_with_its_schema_filled_in() -> None:
+    settings = BaseServiceSettings(
+        service_name="inventory", db_schema="inv2", database_url="postgresql://db/{schema}"
+    )
+    assert not settings.pooled
+    assert settings.service_database_url == settings.session_database_url == "postgresql://db/inv2"
+    with pytest.raises(ValidationError, match="database_pooler"):
+        BaseServiceSettings(database_pooler="session")  # type: ignore[arg-type]
