@@ -52,6 +52,9 @@ TARGETS: dict[tuple[str, str], Target] = {
         2, False, "issue 24, 10,000 queued jobs, capacity for all appearing at once"
     ),
     ("scheduler.backlog", "placed_per_s_vs_slurm"): Target(20, True, "issue 24, Slurm's 240 jobs/s"),
+    ("soak", "p99_last_over_first_tenth"): Target(1.2, False, "issue 24, submit-to-placed p99 drift"),
+    ("soak", "rss_last_over_first_tenth_broker"): Target(1.2, False, "issue 24, memory flat"),
+    ("soak", "postgres_connections_peak"): Target(75, False, "README.md's budget at the defaults"),
     # The fleet (10,000 GPUs unless --gpus says otherwise; the report shows fleet_gpus) offers exactly one
     # sample per GPU a second, so the measured rate falls on either side of 10,000 by where the window cuts
     # the ticks. Held instead: the window no more than one tick short of the fleet's samples, and the
