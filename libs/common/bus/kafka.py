@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, KafkaError
 
+from libs.common.bus.gzip_level import use_gzip_level
 from libs.common.bus.quiet import quiet_client_logs
 from libs.common.events.topics import ALL_TOPICS, dlq
 
@@ -52,6 +53,7 @@ def create_producer(
     ``max_record_bytes``: a larger record is refused before it is sent (``MessageSizeTooLargeError``).
     """
     quiet_client_logs()
+    use_gzip_level()  # aiokafka's fixed level 9 costs 4-5x the CPU for a fifth smaller batches
     return AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         client_id=client_id,

@@ -7,7 +7,6 @@ membership only now and then. Each is checked here against the straightforward c
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import random
@@ -19,7 +18,6 @@ import libs.common.http  # noqa: F401  # before ingest: runtime and http import 
 from libs.common.events.sample_wire import SampleEncoder, decode_sample_batch, encode_sample_batch
 from libs.common.redis import Keyspace
 from services.telemetry.adapters import live_store as live_module
-from services.telemetry.adapters.agent.gzip_level import gzip_level_encoder, use_gzip_level
 from services.telemetry.adapters.live_store import LiveState
 from services.telemetry.adapters.sim import FaultKind, FleetSpec, GpuGroup, NodeSpec, ProfileKind, SimFleet
 from services.telemetry.adapters.sim.gpu import (
@@ -250,46 +248,3 @@ def test_the_written_out_step_follows_the_physics(sm: float, cooling: float, cap
     before = (gpu.sm, gpu.temp, gpu.fb_used)
     step(gpu, t=1.5, load=load)  # no time passed: nothing moves
     assert (gpu.sm, gpu.temp, gpu.fb_used) == before
-
-
-def test_the_agents_gzip_level_still_writes_gzip_batches_every_reader_decodes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from aiokafka.codec import gzip_encode as aiokafka_gzip_encode
-    from aiokafka.record import default_records
-    from aiokafka.record._crecords import default_records as c_records
-
-    # Start from aiokafka's own level-9 encoder whatever ran before in this process (an in-process
-    # agent in another test sets the agent's level for the whole process); restored after the test.
-    for module in (default_records, c_records):
-        monkeypatch.setattr(module, "gzip_encode", aiokafka_gzip_encode)
-
-    def build() -> bytes:
-        builder = default_records.DefaultRecordBatchBuilder(
-            magic=2,
-            compression_type=default_records.DefaultRecordBatch.CODEC_GZIP,
-            is_transactional=0,
-            producer_id=-1,
-            producer_epoch=-1,
-            base_sequence=-1,
-            batch_size=1 << 20,
-        )
-        for i in range(100):
-            value = json.dumps({"gpu": f"GPU-{i}", "sm_util_pct": i / 3}).encode() * 10
-            builder.append(i, timestamp=None, key=b"node-%d" % i, value=value, headers=[])
-        return bytes(builder.build())
-
-    level_9 = build()
-    assert use_gzip_level() == 2  # the C builder and the pure-Python one
-    level_1 = build()
-    assert level_1 != level_9
-    for raw in (level_9, level_1):
-        batch = default_records.DefaultRecordBatch(bytearray(raw))
-        assert batch.compression_type == default_records.DefaultRecordBatch.CODEC_GZIP
-        records = list(batch)
-        assert [r.key for r in records] == [b"node-%d" % i for i in range(100)]
-        assert json.loads(records[7].value[: len(records[7].value) // 10]) == {
-            "gpu": "GPU-7",
-            "sm_util_pct": 7 / 3,
-        }
-    assert gzip.decompress(gzip_level_encoder(1)(b"x" * 1000)) == b"x" * 1000

@@ -33,7 +33,6 @@ from libs.common.events import topics as t
 from libs.common.events.agent import HostActionRequestedV1, WorkloadProfileSetV1
 from libs.common.events.sample_wire import SampleEncoder
 from libs.common.stopping import sleep_or_stop
-from services.telemetry.adapters.agent.gzip_level import use_gzip_level
 from services.telemetry.adapters.agent.intake import Command, Intake, IntakeSettings
 from services.telemetry.adapters.agent.publisher import Publisher as KafkaPublisher
 from services.telemetry.adapters.sim import FaultKind, UnknownGpu
@@ -139,7 +138,6 @@ class NodeAgent:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set; a broker that is away at start is waited for."""
-        use_gzip_level()  # aiokafka's fixed level 9 was the agent's top cost (adapters/agent/gzip_level.py)
         consumer = await self._connect(stop)
         if consumer is None:
             return
