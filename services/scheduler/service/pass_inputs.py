@@ -10,7 +10,7 @@ from datetime import datetime
 from services.scheduler.adapters.fleet_store import FleetStore
 from services.scheduler.adapters.postgres import Conn, Pool
 from services.scheduler.adapters.workload_store import WorkloadStore
-from services.scheduler.domain.cluster import ClusterState, GpuView
+from services.scheduler.domain.cluster import Allocation, ClusterState, GpuView
 from services.scheduler.domain.decisions import QueueEntry
 from services.scheduler.domain.index import FreeIndex
 from services.scheduler.domain.model import Workload
@@ -18,7 +18,13 @@ from services.scheduler.domain.priority import DecayedUsage, FairShareBook
 from services.scheduler.domain.quota import QuotaLimits
 from services.scheduler.domain.rows import allocation_of, gpu_view, limits_of, workload_of
 from services.scheduler.domain.run import RunRequest
-from services.scheduler.domain.stored import FairShareInputs, StoredGpu, StoredWorkload, WaitingWorkload
+from services.scheduler.domain.stored import (
+    FairShareInputs,
+    StoredGpu,
+    StoredPlacement,
+    StoredWorkload,
+    WaitingWorkload,
+)
 from services.scheduler.service.context import SchedulerContext
 
 __all__ = ["PassCache", "PassInputs", "fair_share_book", "load_book", "load_pass", "queue_entry"]
@@ -47,7 +53,9 @@ class PassCache:
     The parsed GPU view is reused while ``fleet_version`` (bumped in every GPU-changing statement) has not
     moved; when it has, only the GPUs changed since are read and parsed again (``update_gpus``). Each
     waiting workload's parsed spec (immutable once submitted) is kept while it waits: a pass reads the
-    request of a workload it has not seen waiting in this state, and only that one.
+    request of a workload it has not seen waiting in this state, and only that one. Each live placement is
+    kept with its row version and its allocation: a pass reads every live placement's id and version (a
+    short row each) and the whole row only of those new or changed since (``live``).
     """
 
     fleet_version: int | None = None
@@ -58,6 +66,25 @@ class PassCache:
     workloads: dict[str, Workload] = field(default_factory=dict)
     #: Since when (monotonic seconds) passes have left the stored queue positions behind, or None.
     waiting_stale_since: float | None = None
+    #: Each live placement read, by id: its row version, the row and its allocation.
+    placements: dict[str, tuple[str, StoredPlacement, Allocation]] = field(default_factory=dict)
+
+    async def live(self, store: WorkloadStore, versions: list[tuple[str, str]]) -> list[StoredPlacement]:
+        """The live placements ``versions`` lists (as ``live_placement_versions`` read them), from the
+        rows kept where the version is the one kept, read again where not (one statement for all)."""
+        listed = dict(versions)
+        for pid in [pid for pid, kept in self.placements.items() if listed.get(pid) != kept[0]]:
+            del self.placements[pid]  # ended, or changed since it was read
+        unread = [pid for pid in listed if pid not in self.placements]
+        if unread:
+            for version, row in await store.live_placements_by_id(unread):
+                self.placements[row.placement_id] = (version, row, allocation_of(row))
+        # One that ended between the two reads is not read, so not kept: it is not live.
+        return [self.placements[pid][1] for pid in listed if pid in self.placements]
+
+    def allocation(self, placement: StoredPlacement) -> Allocation:
+        """A kept placement's allocation, built once per row version."""
+        return self.placements[placement.placement_id][2]
 
     def update_gpus(self, rows: Iterable[StoredGpu], *, every: bool = False) -> None:
         """Take these GPU rows (``every``: all there are; else those changed since), parsing only rows that
@@ -118,14 +145,14 @@ async def load_pass(
     """Everything one schedule pass decides over (GPU rows read again only when, and where, the fleet
     changed).
 
-    The queue, the policy row and the live placements are read at once over three of the pool's
-    connections (one round trip of waiting instead of three), each its own snapshot as the pass has
-    always read them.
+    The queue, the policy row and the live placements' versions are read at once over three of the
+    pool's connections (one round trip of waiting instead of three), each its own snapshot as the pass has
+    always read them; the placements new or changed since the last pass are read whole after.
     """
     cache = cache or PassCache()
     store, fleet = WorkloadStore(pool), FleetStore(pool)
-    waiting, policy, live_rows = await asyncio.gather(
-        store.waiting(), fleet.pass_policy(), store.live_placements()
+    waiting, policy, versions = await asyncio.gather(
+        store.waiting(), fleet.pass_policy(), store.live_placement_versions()
     )
     if not waiting:
         return PassInputs(state=ClusterState(gpus=(), allocations=()), queue=[], quotas={}, waiting=[])
@@ -136,8 +163,8 @@ async def load_pass(
         # holds every change up to ``policy.version`` (a later one it holds too is read again next time).
         cache.update_gpus(await fleet.gpus_since(cache.fleet_version))
     cache.fleet_version = policy.version
-    live = [p for p in live_rows if not p.migrating]
-    state = ClusterState(gpus=cache.gpus(), allocations=tuple(allocation_of(p) for p in live))
+    live = [p for p in await cache.live(store, versions) if not p.migrating]
+    state = ClusterState(gpus=cache.gpus(), allocations=tuple(cache.allocation(p) for p in live))
     book = fair_share_book(policy.fair_share, ctx, now=now)
     unread = [w.workload_id for w in waiting if cache.workload(w) is None]
     if unread:

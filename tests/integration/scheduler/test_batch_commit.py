@@ -210,3 +210,45 @@ async def test_a_commit_that_crashes_mid_way_keeps_the_chunks_before_and_holds_n
         assert await ctx.quotas.usage(tenant="acme") == QuotaUsage(gpus=2, units_milli=16000, workloads=2), (
             "the lost chunk's reservations were given back, and the chunk after it reserved nothing"
         )
+
+
+async def test_a_pass_rereads_only_placements_changed_since_and_sees_what_a_fresh_read_sees(
+    isolation: Isolation,
+) -> None:
+    async with _deciding_by_hand(isolation, gpus=5, workloads=5) as (ctx, _client, ready):
+        gpus, ids, now, views, workloads = ready.gpus, ready.ids, ready.now, ready.views, ready.workloads
+        placed = await commit_placements(
+            ctx, [on(ids[i], gpus[i]) for i in range(3)], workloads, now=now, gpus=views
+        )
+        assert placed == 3
+        pool, cache = ctx.runtime.pool, PassCache()
+        first = await load_pass(pool, ctx, now=now, cache=cache)
+        assert {a.workload_id for a in first.state.allocations} == set(ids[:3])
+        kept = {pid: entry[1] for pid, entry in cache.placements.items()}
+
+        # Between two passes: one placement ends, one starts migrating, one is written again (a new row
+        # version), and a fourth workload is placed.
+        pid_of = {
+            r["workload_id"]: r["placement_id"]
+            for r in await pool.fetch("SELECT workload_id, placement_id FROM placements")
+        }
+        await pool.execute("UPDATE placements SET ended_at = now() WHERE placement_id = $1", pid_of[ids[0]])
+        await pool.execute("UPDATE placements SET migrating = true WHERE placement_id = $1", pid_of[ids[1]])
+        await pool.execute("UPDATE placements SET priority = 0.9 WHERE placement_id = $1", pid_of[ids[2]])
+        assert await commit_placements(ctx, [on(ids[3], gpus[3])], workloads, now=now, gpus=views) == 1
+
+        again = await load_pass(pool, ctx, now=now, cache=cache)
+        fresh = await load_pass(pool, ctx, now=now, cache=PassCache())
+        assert sorted(again.state.allocations, key=lambda a: a.workload_id) == sorted(
+            fresh.state.allocations, key=lambda a: a.workload_id
+        )
+        by_workload = {a.workload_id: a for a in again.state.allocations}
+        assert set(by_workload) == {ids[2], ids[3]}  # ended and migrating hold nothing
+        assert by_workload[ids[2]].priority == 0.9
+        assert pid_of[ids[0]] not in cache.placements
+        assert cache.placements[pid_of[ids[1]]][1].migrating
+        # Nothing changed since: the next pass reads no row again (the kept objects are the same).
+        before = {pid: entry[1] for pid, entry in cache.placements.items()}
+        await load_pass(pool, ctx, now=now, cache=cache)
+        assert all(cache.placements[pid][1] is row for pid, row in before.items())
+        assert kept[pid_of[ids[2]]] is not cache.placements[pid_of[ids[2]]][1]

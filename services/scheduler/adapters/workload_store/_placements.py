@@ -28,6 +28,12 @@ GET_PLACEMENT = f"SELECT {PLACEMENT} FROM placements WHERE placement_id = $1 FOR
 LIVE_PLACEMENT_OF = "SELECT placement_id FROM placements WHERE workload_id = $1 AND ended_at IS NULL"
 PLACEMENT_GRANTS = "SELECT grants FROM placements WHERE placement_id = $1"
 LIVE_PLACEMENTS = f"SELECT {PLACEMENT} FROM placements WHERE ended_at IS NULL"
+#: Each live placement's id and row version: ``xmin``, the transaction that wrote the row as it is now
+#: (every UPDATE writes a new version, with its own transaction's id).
+LIVE_VERSIONS = "SELECT placement_id, xmin::text FROM placements WHERE ended_at IS NULL"
+LIVE_BY_ID = f"""
+SELECT xmin::text, {PLACEMENT} FROM placements WHERE placement_id = ANY($1::text[]) AND ended_at IS NULL
+"""
 END_PLACEMENT = f"""
 UPDATE placements SET ended_at = $2, outcome = $3, quota_released = $4 WHERE placement_id = $1
   AND ended_at IS NULL RETURNING {PLACEMENT}
@@ -170,6 +176,15 @@ class PlacementRows(Rows):
     async def live_placements(self) -> list[StoredPlacement]:
         """Every placement not ended."""
         return [StoredPlacement(*r) for r in await self.conn.fetch(LIVE_PLACEMENTS)]
+
+    async def live_placement_versions(self) -> list[tuple[str, str]]:
+        """Every placement not ended, as (placement id, row version): what changed since a read shows."""
+        return [(r[0], r[1]) for r in await self.conn.fetch(LIVE_VERSIONS)]
+
+    async def live_placements_by_id(self, placement_ids: Sequence[str]) -> list[tuple[str, StoredPlacement]]:
+        """These placements with their row versions, those not ended."""
+        rows = await self.conn.fetch(LIVE_BY_ID, placement_ids)
+        return [(r[0], StoredPlacement(*tuple(r)[1:])) for r in rows]
 
     async def live_placements_on(self, node: str) -> list[StoredPlacement]:
         """The live placements of a node holding their slots (not migrating), locked in id order."""
