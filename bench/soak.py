@@ -18,13 +18,15 @@ Memory and lag are reported as the last tenth's mean over the first tenth's (fla
 messages, since it can be 0), connections as the peak against the budget README.md states for the
 defaults (75). Prints one JSON object per result line.
 
-Measured 2026-12-06 on the 2-core dev machine, 120 s at 20/s with 10,000 GPUs: the embedded broker's
-memory went from 36 to 133 MiB (3.7x: its memory storage keeps every record, about 0.7 MiB/s of
-samples, and honours neither ``retention.ms`` nor DeleteRecords; DeleteTopics does free it), telemetry's
-from 107 to 175 MiB, the other processes within 6% (recovery 20%); submit-to-placed p99 went from 630 ms
-in the first tenth to 1,525 ms in the last (2.4x; the two cores are saturated by 10,000 samples a second
-through telemetry, alerting, billing and recovery beside the load); consumer lag summed 143 -> 319
-messages; PostgreSQL connections peaked at 44 of the 75 budgeted.
+Measured 2026-12-06 on the 2-core dev machine at 20/s with 10,000 GPUs. Over 120 s: the embedded
+broker's memory went from 36 to 133 MiB (3.7x), telemetry's from 107 to 175 MiB, the others within 6%
+(recovery 20%); submit-to-placed p99 630 ms in the first tenth, 1,525 ms in the last (2.4x); lag summed
+143 -> 319 messages; PostgreSQL connections peaked at 44. Over 600 s: broker 52 -> 551 MiB (10.6x; its
+memory storage keeps every record, about 0.8 MiB/s of samples here, and honours neither
+``retention.ms`` nor DeleteRecords, while DeleteTopics does free a topic's records), telemetry 129 ->
+203 MiB, alerting 1.22x, the others within 13%; p99 1,148 -> 3,006 ms (2.6x); lag 160 -> 9,587
+messages (the consumers fall behind as every fetch walks a longer partition, beside 10,000 samples a
+second through telemetry, alerting, billing and recovery on two cores); connections peaked at 45 of 75.
 """
 
 from __future__ import annotations
