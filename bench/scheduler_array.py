@@ -31,7 +31,14 @@ import asyncpg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BenchEnv, cpu_seconds, emit, log
-from bench.scheduler_e2e import ADMIN, register_fleet, run_on_broker, start_service, wait_capacity, wait_ready
+from bench.scheduler_e2e import (
+    bench_tenant,
+    register_fleet,
+    run_on_broker,
+    start_service,
+    wait_capacity,
+    wait_ready,
+)
 from libs.devkit.broker import EmbeddedBroker, free_port
 
 BENCH = "scheduler.array"
@@ -81,12 +88,7 @@ async def run(env: BenchEnv, broker: EmbeddedBroker) -> None:
             base_url=f"http://127.0.0.1:{port}", timeout=aiohttp.ClientTimeout(total=120)
         ) as client:
             await wait_ready(client)
-            async with client.post(
-                "/v1/admin/tenants", json={"tenant_id": "bench", "name": "Bench"}, headers=ADMIN
-            ) as created:
-                created.raise_for_status()
-                key = (await created.json())["key"]["api_key"]
-            headers = {"X-API-Key": key, "Content-Type": "application/json"}
+            headers = await bench_tenant(client)
             log(f"registering {NODES * GPUS_PER_NODE} GPUs")
             await register_fleet(broker.bootstrap, env.topic_prefix, nodes=NODES, gpus_per_node=GPUS_PER_NODE)
             await wait_capacity(client, headers, gpus=NODES * GPUS_PER_NODE, timeout_s=180)

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import BenchEnv, cpu_seconds, emit, log
 from bench.scheduler_array import items
-from bench.scheduler_e2e import ADMIN, PARTITIONS, run_on_broker, wait_ready
+from bench.scheduler_e2e import PARTITIONS, bench_tenant, run_on_broker, wait_ready
 from libs.common.bus import create_producer
 from libs.common.events import encode, envelop, topics
 from libs.common.events.inventory import GpuRegisteredV1
@@ -171,12 +171,7 @@ async def run(env: BenchEnv, broker: EmbeddedBroker) -> None:
             connector=aiohttp.TCPConnector(keepalive_timeout=3),
         ) as client:
             await wait_ready(client)
-            async with client.post(
-                "/v1/admin/tenants", json={"tenant_id": "bench", "name": "Bench"}, headers=ADMIN
-            ) as created:
-                created.raise_for_status()
-                key = (await created.json())["key"]["api_key"]
-            headers = {"X-API-Key": key, "Content-Type": "application/json"}
+            headers = await bench_tenant(client)
             conn = await asyncpg.connect(
                 env.database_url, server_settings={"search_path": env.schema("scheduler")}
             )

@@ -94,11 +94,13 @@ PARTITIONS = deployed_partitions()
 
 
 class Watcher:
-    """Reads the scheduler topic, stamps each placement's arrival and plays the node agent for it."""
+    """Reads the scheduler topic, stamps each placement's arrival and (``play_agent``) plays the node
+    agent for it: started, then completed at once."""
 
-    def __init__(self, *, bootstrap: str, prefix: str) -> None:
+    def __init__(self, *, bootstrap: str, prefix: str, play_agent: bool = True) -> None:
         self.arrived: dict[str, float] = {}
         self._prefix = prefix
+        self._play_agent = play_agent
         self._consumer = AIOKafkaConsumer(
             prefix + topics.SCHEDULER,
             bootstrap_servers=bootstrap,
@@ -110,12 +112,13 @@ class Watcher:
             # over every partition (12 here).
             fetch_max_wait_ms=int(os.environ.get("BENCH_FETCH_WAIT_MS", "10")),
         )
-        self._producer = create_producer(bootstrap=bootstrap, client_id="bench-agent")
+        self._producer = create_producer(bootstrap=bootstrap, client_id="bench-agent") if play_agent else None
         self.ready = asyncio.Event()
 
     async def run(self, stop: asyncio.Event) -> None:
         await self._consumer.start()
-        await self._producer.start()
+        if self._producer is not None:
+            await self._producer.start()
         try:
             # Joining the group takes seconds on the embedded broker: submissions wait for it, so no
             # latency includes the bench's own start-up (nor the fleet filling while no agent plays).
@@ -132,10 +135,12 @@ class Watcher:
                         _, payload = decode(record.value or b"", EVENT_TYPES)
                         if isinstance(payload, WorkloadPlacedV1) and payload.workload_id not in self.arrived:
                             self.arrived[payload.workload_id] = now
-                            await self._finish(payload)
+                            if self._play_agent:
+                                await self._finish(payload)
         finally:
             await self._consumer.stop()
-            await self._producer.stop()
+            if self._producer is not None:
+                await self._producer.stop()
 
     async def _finish(self, placed: WorkloadPlacedV1) -> None:
         ids = {
@@ -148,6 +153,7 @@ class Watcher:
             await self._send(payload)
 
     async def _send(self, payload: Event) -> None:
+        assert self._producer is not None  # only a watcher that plays the agent sends
         env = envelop(payload, source="bench")
         await self._producer.send(
             self._prefix + topics.NODE_AGENT, value=encode(env), key=env.subject.encode()
@@ -238,6 +244,17 @@ def start_service(
     return subprocess.Popen([sys.executable, "-m", "services.scheduler"], env={**os.environ, **values})
 
 
+async def bench_tenant(
+    client: aiohttp.ClientSession, tenant: str = "bench", *, url: str = ""
+) -> dict[str, str]:
+    """Create ``tenant`` with the admin key (at ``url``, or the session's base URL); its JSON headers."""
+    body = {"tenant_id": tenant, "name": tenant.title()}
+    async with client.post(f"{url}/v1/admin/tenants", json=body, headers=ADMIN) as created:
+        created.raise_for_status()
+        key = (await created.json())["key"]["api_key"]
+    return {"X-API-Key": key, "Content-Type": "application/json"}
+
+
 async def wait_ready(client: aiohttp.ClientSession) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -265,12 +282,7 @@ async def run(env: BenchEnv, broker: EmbeddedBroker) -> None:
             raise_for_status=False,
         ) as client:
             await wait_ready(client)
-            async with client.post(
-                "/v1/admin/tenants", json={"tenant_id": "bench", "name": "Bench"}, headers=ADMIN
-            ) as created:
-                created.raise_for_status()
-                key = (await created.json())["key"]["api_key"]
-            headers = {"X-API-Key": key, "Content-Type": "application/json"}
+            headers = await bench_tenant(client)
             await register_fleet(bootstrap, env.topic_prefix)
             await wait_capacity(client, headers)
             watching = asyncio.create_task(watcher.run(stop))

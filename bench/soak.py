@@ -44,17 +44,15 @@ from typing import Any
 
 import aiohttp
 import asyncpg
-from aiokafka import AIOKafkaConsumer
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import emit, log, percentile
+from bench.scheduler_e2e import Watcher, bench_tenant
+from bench.telemetry_fleet import write_fleet
 from libs.common.db.migrate import SERVICES
-from libs.common.events import EVENT_TYPES, decode, topics
-from libs.common.events.scheduler import WorkloadPlacedV1
 from libs.common.redis import Keyspace, create_redis
-from libs.common.settings import DEV_ADMIN_KEY
 from libs.devkit.broker import EmbeddedBroker, free_ports
 from libs.devkit.devstack import AGENT, Stack
 
@@ -64,12 +62,9 @@ WARMUP_S = float(os.environ.get("BENCH_SOAK_WARMUP_S", "20"))
 RATE = float(os.environ.get("BENCH_SOAK_RATE", "20"))
 GPUS = int(os.environ.get("BENCH_SOAK_GPUS", "10000"))
 SAMPLE_S = float(os.environ.get("BENCH_SOAK_SAMPLE_S", "10"))
-GPUS_PER_NODE = 8
 TARGET_DRIFT = 1.2
 #: README.md, "PostgreSQL connections": one replica of each service at the default DB_POOL_MAX.
 CONNECTION_BUDGET = 75
-ADMIN = {"X-API-Key": DEV_ADMIN_KEY}
-PLACED_TYPE = b'"type":"' + WorkloadPlacedV1.model_fields["type"].default.encode() + b'"'
 JOB = {
     "kind": "job",
     "image": {"name": "pytorch", "version": "2.3"},
@@ -78,16 +73,6 @@ JOB = {
     "urgency": 0.5,
     "time_limit_s": 60,
 }
-
-
-def write_fleet(path: Path, gpus: int) -> int:
-    nodes = max(1, gpus // GPUS_PER_NODE)
-    lines = ["nodes:"]
-    for i in range(nodes):
-        node = f"{{hostname: soak-{i:05d}, labels: {{zone: z1, region: r1, pool: training}}"
-        lines.append(f"  - {node}, gpus: [{{model: H100-80GB-SXM, count: {GPUS_PER_NODE}}}]}}")
-    path.write_text("\n".join(lines) + "\n")
-    return nodes * GPUS_PER_NODE
 
 
 def rss_mb(pid: int) -> float | None:
@@ -100,37 +85,6 @@ def rss_mb(pid: int) -> float | None:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return None
-
-
-class Placements:
-    """Reads the scheduler topic and stamps the arrival of each workload's first WorkloadPlacedV1."""
-
-    def __init__(self, bootstrap: str, prefix: str) -> None:
-        self.arrived: dict[str, float] = {}
-        self._consumer = AIOKafkaConsumer(
-            prefix + topics.SCHEDULER,
-            bootstrap_servers=bootstrap,
-            group_id=prefix + "soak",
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            fetch_max_wait_ms=10,
-        )
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await self._consumer.start()
-        try:
-            while not stop.is_set():
-                batches = await self._consumer.getmany(timeout_ms=20)
-                now = time.perf_counter()
-                for records in batches.values():
-                    for record in records:
-                        if PLACED_TYPE not in (record.value or b""):
-                            continue
-                        _, payload = decode(record.value or b"", EVENT_TYPES)
-                        if isinstance(payload, WorkloadPlacedV1):
-                            self.arrived.setdefault(payload.workload_id, now)
-        finally:
-            await self._consumer.stop()
 
 
 async def lag_of(client: aiohttp.ClientSession, url: str) -> float:
@@ -191,19 +145,14 @@ async def submit(
 
 async def run(stack: Stack, broker: EmbeddedBroker, env: dict[str, str], prefix: str) -> None:
     stop = asyncio.Event()
-    placements = Placements(broker.bootstrap, env["KAFKA_TOPIC_PREFIX"])
+    placements = Watcher(bootstrap=broker.bootstrap, prefix=env["KAFKA_TOPIC_PREFIX"], play_agent=False)
     pids = {name: proc.pid for name, proc in stack.procs.items()} | (
         {"broker": broker._proc.pid} if broker._proc else {}
     )
     samples: list[dict[str, Any]] = []
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as client:
         scheduler = stack.url("scheduler")
-        async with client.post(
-            f"{scheduler}/v1/admin/tenants", json={"tenant_id": "soak", "name": "Soak"}, headers=ADMIN
-        ) as made:
-            made.raise_for_status()
-            key = (await made.json())["key"]["api_key"]
-        headers = {"X-API-Key": key, "Content-Type": "application/json"}
+        headers = await bench_tenant(client, "soak", url=scheduler)
         reading = asyncio.create_task(placements.run(stop))
 
         async def sample_loop(begin: float) -> None:
@@ -312,7 +261,7 @@ def main() -> None:
     token = secrets.token_hex(3)
     prefix = f"soak{token}_"
     workdir = Path(tempfile.mkdtemp(prefix="soak-bench-"))
-    gpus = write_fleet(workdir / "fleet.yaml", GPUS)
+    gpus = write_fleet(workdir / "fleet.yaml", GPUS, model="H100-80GB-SXM", hostname="soak", pool="training")
     database_url = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
     redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     redis_prefix = f"soak:{token}:"

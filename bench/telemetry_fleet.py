@@ -94,12 +94,17 @@ async def lag(bootstrap: str, group: str, topic: str) -> int:
     return await group_lag(bootstrap=bootstrap, group=group, partitions=partitions)
 
 
-def write_fleet(path: Path, gpus: int) -> int:
+def write_fleet(
+    path: Path, gpus: int, *, model: str = "H100", hostname: str = "bench", pool: str | None = None
+) -> int:
+    """A fleet YAML of nodes with GPUS_PER_NODE ``model`` GPUs each (``<hostname>-00000``...), as many as
+    fit in ``gpus``; returns how many GPUs it holds."""
     nodes = max(1, gpus // GPUS_PER_NODE)
+    labels = "zone: z1, region: r1" + (f", pool: {pool}" if pool else "")
     lines = ["nodes:"]
     for i in range(nodes):
-        node = f"{{hostname: bench-{i:05d}, labels: {{zone: z1, region: r1}}"
-        lines.append(f"  - {node}, gpus: [{{model: H100, count: 8}}]}}")
+        node = f"{{hostname: {hostname}-{i:05d}, labels: {{{labels}}}"
+        lines.append(f"  - {node}, gpus: [{{model: {model}, count: {GPUS_PER_NODE}}}]}}")
     path.write_text("\n".join(lines) + "\n")
     return nodes * GPUS_PER_NODE
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -185,8 +186,6 @@ class PgBouncer:
 
 
 def _user_exists(name: str) -> bool:
-    import pwd
-
     try:
         pwd.getpwnam(name)
     except KeyError:

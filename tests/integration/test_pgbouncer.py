@@ -19,7 +19,7 @@ import pytest
 from libs.common.db.pool import PoolerMisconfigured, create_pool
 from libs.common.runtime import SESSION_POOL_MAX
 from libs.devkit.pgbouncer import PgBouncer, PgBouncerUnavailable, alias, resolve_binary
-from tests.integration.flows.journey import NETWORK
+from tests.integration.flows.journey import job
 from tests.integration.flows.suite import SERVICES, running_suite
 from tests.integration.support import Isolation, eventually
 
@@ -52,13 +52,8 @@ async def test_the_suite_works_behind_pgbouncer_in_transaction_mode(
         }
         async with running_suite(iso, tmp_path, env=env) as suite:
             acme = await suite.create_tenant("acme")  # platform events through every relay
-            body = {
-                "kind": "job",
-                "image": {"name": "pytorch", "version": "2.3"},
-                "resources": {"kind": "gpu", "model": "H100-80GB-SXM", "count": 1},
-                "network": NETWORK,
-                "time_limit_s": 3600,
-            }
+            h100 = {"kind": "gpu", "model": "H100-80GB-SXM", "count": 1}
+            body = job(resources=h100, urgency=0.5, project="pooled")
             made = await suite.scheduler.post("/v1/workloads", json=body, headers=acme)
             assert made.status_code == 201, made.text
             wid = made.json()["workload_id"]
