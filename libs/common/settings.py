@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["DEV_ADMIN_KEY", "BaseServiceSettings", "Environment"]
+__all__ = ["DEV_ADMIN_KEY", "BaseServiceSettings", "Environment", "session_url"]
 
 Environment = Literal["development", "test", "production"]
 
@@ -21,6 +21,12 @@ Environment = Literal["development", "test", "production"]
 DEV_ADMIN_KEY = "dev-admin-key-change-me"
 
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def session_url(*, database_url: str, direct_url: str, schema: str) -> str:
+    """Where a schema's connections that keep session state (and its migrations) go: DATABASE_DIRECT_URL,
+    Postgres itself, else DATABASE_URL; a '{schema}' in it replaced by the schema."""
+    return (direct_url or database_url).replace("{schema}", schema)
 
 
 class BaseServiceSettings(BaseSettings):
@@ -185,7 +191,9 @@ class BaseServiceSettings(BaseSettings):
     @property
     def session_database_url(self) -> str:
         """Where connections that keep session state go: Postgres itself."""
-        return (self.database_direct_url or self.database_url).replace("{schema}", self.pg_schema)
+        return session_url(
+            database_url=self.database_url, direct_url=self.database_direct_url, schema=self.pg_schema
+        )
 
     @property
     def admin_key(self) -> str:

@@ -29,6 +29,7 @@ from pathlib import Path
 import httpx
 
 from libs.common.db.migrate import SERVICES, migrate, service_migrations
+from libs.common.settings import session_url
 from libs.devkit.broker import EmbeddedBroker
 
 __all__ = ["GATEWAY", "Backoff", "Stack", "Supervisor", "main", "supervise"]
@@ -82,10 +83,10 @@ class Stack:
     def migrate(self) -> None:
         """Apply every service's migrations."""
         url = self.env.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-        url = self.env.get("DATABASE_DIRECT_URL") or url  # migrations need Postgres itself, not a pooler
+        direct = self.env.get("DATABASE_DIRECT_URL", "")  # migrations need Postgres itself, not a pooler
         for service in SERVICES:
             schema = self.schema(service)
-            dsn = url.replace("{schema}", schema)
+            dsn = session_url(database_url=url, direct_url=direct, schema=schema)
             asyncio.run(migrate(dsn=dsn, schema=schema, migrations=service_migrations(service)))
 
     def start(self, name: str | None = None) -> None:

@@ -83,12 +83,12 @@ async def _main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dsn", default=None, help="defaults to DATABASE_DIRECT_URL, else DATABASE_URL")
     parser.add_argument("services", nargs="*", default=list(SERVICES))
     args = parser.parse_args(argv)
-    from libs.common.settings import BaseServiceSettings
+    from libs.common.settings import BaseServiceSettings, session_url
 
     settings = BaseServiceSettings()
-    url = args.dsn or settings.database_direct_url or settings.database_url
+    direct = args.dsn or settings.database_direct_url
     for service in args.services:
-        dsn = url.replace("{schema}", service)
+        dsn = session_url(database_url=settings.database_url, direct_url=direct, schema=service)
         applied = await migrate(dsn=dsn, schema=service, migrations=service_migrations(service))
         print(f"{service}: {len(applied)} migration(s) applied" + (f" {applied}" if applied else ""))
 
