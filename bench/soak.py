@@ -44,15 +44,19 @@ from typing import Any
 
 import aiohttp
 import asyncpg
+from aiokafka.errors import KafkaError
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import emit, log, percentile
 from bench.scheduler_e2e import Watcher, bench_tenant
-from bench.telemetry_fleet import write_fleet
+from bench.telemetry_fleet import generation_topics, samples_lag, write_fleet
+from libs.common.bus.generations import generations_of
 from libs.common.db.migrate import SERVICES
+from libs.common.events import topics
 from libs.common.redis import Keyspace, create_redis
+from libs.common.settings import BaseServiceSettings
 from libs.devkit.broker import EmbeddedBroker, free_ports
 from libs.devkit.devstack import AGENT, Stack
 
@@ -62,6 +66,9 @@ WARMUP_S = float(os.environ.get("BENCH_SOAK_WARMUP_S", "20"))
 RATE = float(os.environ.get("BENCH_SOAK_RATE", "20"))
 GPUS = int(os.environ.get("BENCH_SOAK_GPUS", "10000"))
 SAMPLE_S = float(os.environ.get("BENCH_SOAK_SAMPLE_S", "10"))
+#: The samples topic's generation (KAFKA_GENERATION_S); None: the stack's default (300 s).
+GENERATION_S = os.environ.get("BENCH_SOAK_GENERATION_S")
+SAMPLE_READERS = ("telemetry.samples", "alerting.samples", "recovery.samples")
 TARGET_DRIFT = 1.2
 #: README.md, "PostgreSQL connections": one replica of each service at the default DB_POOL_MAX.
 CONNECTION_BUDGET = 75
@@ -150,6 +157,9 @@ async def run(stack: Stack, broker: EmbeddedBroker, env: dict[str, str], prefix:
         {"broker": broker._proc.pid} if broker._proc else {}
     )
     samples: list[dict[str, Any]] = []
+    topic_prefix = env["KAFKA_TOPIC_PREFIX"]
+    settings = BaseServiceSettings(kafka_topic_prefix=topic_prefix)
+    pattern = generations_of(settings, topics.TELEMETRY_SAMPLES).pattern()
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as client:
         scheduler = stack.url("scheduler")
         headers = await bench_tenant(client, "soak", url=scheduler)
@@ -161,11 +171,17 @@ async def run(stack: Stack, broker: EmbeddedBroker, env: dict[str, str], prefix:
                 for service in SERVICES:
                     with contextlib.suppress(aiohttp.ClientError, TimeoutError):
                         lags[service] = await lag_of(client, stack.url(service))
+                readers = {}
+                for reader in SAMPLE_READERS:  # the side streams, outside gpucloud_consumer_lag
+                    with contextlib.suppress(KafkaError, TimeoutError):
+                        readers[reader] = await samples_lag(broker.bootstrap, topic_prefix + reader, pattern)
                 samples.append(
                     {
                         "t": time.perf_counter() - begin,
                         "rss": {name: mb for name, pid in pids.items() if (mb := rss_mb(pid)) is not None},
                         "lag": lags,
+                        "samples_lag": readers,
+                        "generations": len(await generation_topics(broker.bootstrap, pattern)),
                         "pg": await connections(env["DATABASE_URL"], prefix),
                     }
                 )
@@ -231,6 +247,26 @@ def report(
     first, last = _tenth_ratio(lag)
     emit(BENCH, "consumer_lag_first_tenth", first, "messages", method="gpucloud_consumer_lag summed")
     emit(BENCH, "consumer_lag_last_tenth", last, "messages", peak=max(lag))
+    readers = [sum(s["samples_lag"].values()) for s in samples]
+    first, last = _tenth_ratio(readers)
+    emit(
+        BENCH,
+        "samples_lag_first_tenth",
+        first,
+        "messages",
+        method="telemetry, alerting and recovery's sample readers' groups, over every generation, summed",
+    )
+    emit(BENCH, "samples_lag_last_tenth", last, "messages", peak=max(readers))
+    gens = [s["generations"] for s in samples]
+    emit(
+        BENCH,
+        "sample_generations_peak",
+        max(gens),
+        "count",
+        last=gens[-1],
+        generation_s=GENERATION_S or "default",
+        method="telemetry.samples topics on the broker (every generation, and the topic itself), sampled",
+    )
     held = [s["pg"] for s in samples]
     emit(
         BENCH,
@@ -282,7 +318,7 @@ def main() -> None:
             # One tenant sends the whole load: its write limit is raised past it, still checked.
             "RATE_LIMIT_WRITE_PER_S": str(10 * RATE),
             "RATE_LIMIT_WRITE_BURST": str(int(10 * RATE)),
-        }
+        } | ({"KAFKA_GENERATION_S": GENERATION_S} if GENERATION_S else {})
         logs = workdir / "logs"
         logs.mkdir()
         stack = Stack(env=env, logs=logs, base_port=free_ports(len(SERVICES)))

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -25,14 +26,17 @@ from typing import Any
 import asyncpg
 import httpx
 from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from prometheus_client.parser import text_string_to_metric_families
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import cpu_seconds
+from libs.common.bus.generations import generations_of
 from libs.common.bus.kafka import group_lag
 from libs.common.events import topics
 from libs.common.redis import Keyspace, create_redis
+from libs.common.settings import BaseServiceSettings
 from libs.devkit.broker import EmbeddedBroker, free_port
 
 BENCH = "telemetry_fleet"
@@ -88,9 +92,20 @@ def quantile(before: Buckets, after: Buckets, q: float) -> float:
     return lower
 
 
-async def lag(bootstrap: str, group: str, topic: str) -> int:
-    """Messages on the samples topic not yet committed by the aggregator's group."""
-    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+async def generation_topics(bootstrap: str, pattern: str) -> list[str]:
+    """The samples topic's generations on the broker (and the topic itself): what ``pattern`` matches."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return sorted(t for t in await admin.list_topics() if re.match(pattern, t))
+    finally:
+        await admin.close()
+
+
+async def samples_lag(bootstrap: str, group: str, pattern: str) -> int:
+    """Messages on the samples topic (every generation: ``pattern``) not yet committed by the group."""
+    names = await generation_topics(bootstrap, pattern)
+    partitions = [TopicPartition(topic, p) for topic in names for p in range(PARTITIONS)]
     return await group_lag(bootstrap=bootstrap, group=group, partitions=partitions)
 
 
@@ -115,7 +130,9 @@ async def measure(
     nodes = gpus // GPUS_PER_NODE
     bootstrap = env["KAFKA_BOOTSTRAP_SERVERS"]
     prefix = env["KAFKA_TOPIC_PREFIX"]
-    group, topic = f"{prefix}telemetry.samples", f"{prefix}{topics.TELEMETRY_SAMPLES}"
+    group = f"{prefix}telemetry.samples"
+    settings = BaseServiceSettings(kafka_topic_prefix=prefix)
+    samples = generations_of(settings, topics.TELEMETRY_SAMPLES).pattern()
     # No keep-alive: scrapes 5 s apart would race uvicorn closing the idle connection after its 5 s.
     no_keepalive = httpx.Limits(max_keepalive_connections=0)
     async with httpx.AsyncClient(
@@ -139,7 +156,7 @@ async def measure(
         p99s: list[float] = []  # of each 5 s between scrapes: shows whether the tail is periodic
         previous = buckets0["total"]
         while time.monotonic() - started < args.seconds:
-            lags.append(await lag(bootstrap, group, topic))
+            lags.append(await samples_lag(bootstrap, group, samples))
             await asyncio.sleep(max(0.0, 5.0 - (time.monotonic() - started) % 5.0))
             now = (await scrape(client))[1]["total"]
             p99s.append(quantile(previous, now, 0.99))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from redis.asyncio import Redis
 from libs.common.auth.principal import KeyCache
 from libs.common.auth.replication import HANDLERS as AUTH_HANDLERS
 from libs.common.bus.consumer import ConsumerRunner, RetryPolicy
+from libs.common.bus.generations import live_topics
 from libs.common.bus.handlers import Handlers
 from libs.common.bus.health import ConsumerHealth
 from libs.common.bus.kafka import (
@@ -175,11 +177,7 @@ class ServiceRuntime:
             )
         self._redis = create_redis(s.redis_url)  # connects lazily; /readyz reports it
         await wait_for_broker(bootstrap=s.kafka_bootstrap_servers, timeout_s=wait_s)
-        await ensure_topics(
-            bootstrap=s.kafka_bootstrap_servers,
-            topics=all_physical_topics(s.kafka_topic_prefix),
-            partitions=s.kafka_partitions,
-        )
+        await self._recreate_topics()
         # Its senders are the relay, which sends each batch's records in one go and then waits for
         # their acks, and dead-lettering, which waits for each: lingering would only add to every batch.
         self._producer = create_producer(
@@ -248,12 +246,17 @@ class ServiceRuntime:
         found = {name: health.stalled(bound_s=bound_s) for name, health in self.consumer_health.items()}
         return {f"consumer:{name}": why for name, why in found.items() if why is not None}
 
+    def _stack_topics(self) -> list[str]:
+        """Every topic of the registry with its dead-letter twin, and the rolling topics' live generations."""
+        s = self.settings
+        return all_physical_topics(s.kafka_topic_prefix) + live_topics(s, time.time())
+
     async def _recreate_topics(self, topics: Sequence[str] | None = None) -> Sequence[str]:
-        """Create those of ``topics`` (default: every topic of the registry) the broker has not got."""
+        """Create those of ``topics`` (default: ``_stack_topics``) the broker has not got."""
         s = self.settings
         return await ensure_topics(
             bootstrap=s.kafka_bootstrap_servers,
-            topics=all_physical_topics(s.kafka_topic_prefix) if topics is None else topics,
+            topics=self._stack_topics() if topics is None else topics,
             partitions=s.kafka_partitions,
         )
 

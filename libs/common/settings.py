@@ -48,6 +48,16 @@ class BaseServiceSettings(BaseSettings):
         alias="KAFKA_FETCH_MAX_WAIT_MS",
         description="Fetch long-poll; keep short on the embedded broker, which always waits it out.",
     )
+    kafka_generation_s: int = Field(
+        default=300,
+        ge=0,
+        le=86400,
+        alias="KAFKA_GENERATION_S",
+        description="Each generation's length, in seconds, of the topics that need no history "
+        "(telemetry.samples): written as '<topic>.<epoch second>' and deleted once read, because the "
+        "embedded broker honours no retention. 0 writes the topic itself, for a broker whose "
+        "retention keeps it short (Apache Kafka). Every process of a stack must use the same value.",
+    )
     database_url: str = Field(
         default="postgresql://postgres@127.0.0.1:5432/postgres",
         alias="DATABASE_URL",
@@ -151,6 +161,13 @@ class BaseServiceSettings(BaseSettings):
     def _rate_is_off_or_measurable(cls, value: float) -> float:
         if 0 < value < 0.01:  # a token would take over 100 s to come back: surely a typo for 0 (off)
             raise ValueError("a rate limit is 0 (off) or at least 0.01 requests a second")
+        return value
+
+    @field_validator("kafka_generation_s")
+    @classmethod
+    def _generation_outlasts_a_rebalance(cls, value: int) -> int:
+        if 0 < value < 10:  # each generation costs its readers a rebalance (about 5 s on the embedded broker)
+            raise ValueError("KAFKA_GENERATION_S is 0 (no generations) or at least 10 seconds")
         return value
 
     @model_validator(mode="after")

@@ -29,7 +29,7 @@ def create_app(settings: BillingSettings | None = None) -> FastAPI:
         consumers=[
             ConsumerSpec(
                 "main",
-                (topics.SCHEDULER, topics.NODE_AGENT, topics.TELEMETRY_SAMPLES, topics.RECOVERY),
+                (topics.SCHEDULER, topics.NODE_AGENT, topics.TELEMETRY_ROLLUPS, topics.RECOVERY),
                 handlers(deps),
             )
         ],

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from fastapi import FastAPI
 
+from libs.common.bus.generations import keep_generations
 from libs.common.db import service_migrations
 from libs.common.events import topics
 from libs.common.http import create_service_app
@@ -18,6 +21,11 @@ from services.telemetry.settings import TelemetrySettings
 __all__ = ["create_app"]
 
 
+async def sample_generations(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
+    """The samples' owner creates their generations ahead and deletes those read (bus/generations.py)."""
+    await keep_generations(runtime.settings, topics.TELEMETRY_SAMPLES, stop)
+
+
 def create_app(settings: TelemetrySettings | None = None) -> FastAPI:
     """Build the telemetry app; nothing connects until the app's lifespan starts."""
     settings = settings or TelemetrySettings()
@@ -30,6 +38,7 @@ def create_app(settings: TelemetrySettings | None = None) -> FastAPI:
             ("samples", ingest_loop(state)),
             ("rollups", rollup_loop(state)),
             ("allocation-labels", allocation_loop(state)),
+            ("sample-generations", sample_generations),
         ],
     )
     app = create_service_app(

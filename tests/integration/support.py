@@ -156,15 +156,20 @@ class TopicReader:
     """Reads a topic (and those in ``also``) from the beginning (own consumer group) to assert on what was
     published. Each reader's start waits for its group to form (seconds): read several topics with one."""
 
-    def __init__(self, *, bootstrap: str, topic: str, also: Sequence[str] = ()) -> None:
+    def __init__(
+        self, *, bootstrap: str, topic: str = "", also: Sequence[str] = (), pattern: str | None = None
+    ) -> None:
+        """``pattern``: read every topic it matches instead (a rolling topic's generations)."""
         self._consumer = AIOKafkaConsumer(
-            topic,
-            *also,
+            *([] if pattern else [topic, *also]),
             bootstrap_servers=bootstrap,
             group_id=f"reader-{secrets.token_hex(4)}",
             auto_offset_reset="earliest",
             enable_auto_commit=False,
+            metadata_max_age_ms=2000,
         )
+        if pattern:
+            self._consumer.subscribe(pattern=pattern)
         self.events: list[tuple[Envelope, Event]] = []
         self.raw: list[Any] = []
 

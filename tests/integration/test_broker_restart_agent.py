@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from libs.common.bus import create_producer
+from libs.common.bus.generations import generations_of
 from libs.common.bus.kafka import wait_for_broker
 from libs.common.events import encode, envelop, topics
 from libs.common.events.agent import WorkloadStartedV1
@@ -49,7 +50,8 @@ def _settings(iso: Isolation, tmp_path: Path, broker: EmbeddedBroker) -> Telemet
 
 
 async def _samples_arrive(settings: TelemetrySettings, broker: EmbeddedBroker) -> None:
-    async with TopicReader(bootstrap=broker.bootstrap, topic=settings.topic(topics.TELEMETRY_SAMPLES)) as r:
+    samples = generations_of(settings, topics.TELEMETRY_SAMPLES).pattern()
+    async with TopicReader(bootstrap=broker.bootstrap, pattern=samples) as r:
         await r.wait_for(lambda ev: any(isinstance(p, SampleBatchV1) for _, p in ev), timeout=30)
 
 

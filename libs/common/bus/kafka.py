@@ -78,16 +78,20 @@ def create_consumer(
     topics: Iterable[str],
     client_id: str,
     fetch_max_wait_ms: int = DEFAULT_FETCH_MAX_WAIT_MS,
+    pattern: str | None = None,
+    metadata_max_age_ms: int = 300000,
 ) -> AIOKafkaConsumer:
     """A group consumer that never auto-commits: offsets move only after the handler's transaction.
 
     ``fetch_max_wait_ms`` is short by default because the embedded broker holds every fetch for the
     whole wait even when data arrives (Apache Kafka answers as soon as data is there); with a real
-    Kafka, raise it (KAFKA_FETCH_MAX_WAIT_MS=500) to spare idle polling.
+    Kafka, raise it (KAFKA_FETCH_MAX_WAIT_MS=500) to spare idle polling. ``pattern``: subscribe to
+    every topic matching this regular expression instead of ``topics`` (a rolling topic's
+    generations), noticing new and deleted ones at each metadata refresh (``metadata_max_age_ms``).
     """
     quiet_client_logs()
-    return AIOKafkaConsumer(
-        *topics,
+    consumer = AIOKafkaConsumer(
+        *([] if pattern else topics),
         bootstrap_servers=bootstrap,
         group_id=group_id,
         client_id=client_id,
@@ -98,7 +102,11 @@ def create_consumer(
         session_timeout_ms=10000,
         heartbeat_interval_ms=1000,
         max_poll_interval_ms=300000,
+        metadata_max_age_ms=metadata_max_age_ms,
     )
+    if pattern:
+        consumer.subscribe(pattern=pattern)
+    return consumer
 
 
 def all_physical_topics(prefix: str) -> list[str]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 from aiokafka.errors import KafkaError
 
+from libs.common.bus.generations import generations_of
 from libs.common.bus.incarnation import Outage
 from libs.common.bus.kafka import create_consumer
 from libs.common.settings import BaseServiceSettings
@@ -55,15 +56,20 @@ def side_stream_consumer(
 ) -> AIOKafkaConsumer:
     """The group consumer of a side stream: group ``<service>.<name>``, the logical ``topic``.
 
+    A rolling topic (``ROLLING_TOPICS``) is read by pattern, every generation of it, refreshing its
+    metadata ten times a generation: each generation exists a whole generation before it is written.
     ``fetch_max_wait_ms``: the broker's longest hold of a fetch; None takes the settings' value.
     """
     wait_ms = settings.kafka_fetch_max_wait_ms if fetch_max_wait_ms is None else fetch_max_wait_ms
+    generations = generations_of(settings, topic)
     return create_consumer(
         bootstrap=settings.kafka_bootstrap_servers,
         group_id=settings.group_id(name),
-        topics=[settings.topic(topic)],
+        topics=[generations.base],
         client_id=client_id or f"{settings.service_name}.{name}",
         fetch_max_wait_ms=wait_ms,
+        pattern=generations.pattern() if generations.rolling else None,
+        metadata_max_age_ms=min(300000, generations.every_s * 100) if generations.rolling else 300000,
     )
 
 

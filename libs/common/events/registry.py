@@ -13,6 +13,7 @@ TOPIC_EVENTS: dict[str, tuple[type[Event], ...]] = {
     scheduler.TOPIC: scheduler.EVENTS,
     agent.TOPIC: agent.EVENTS,
     telemetry.SAMPLES_TOPIC: telemetry.SAMPLE_EVENTS,
+    telemetry.ROLLUPS_TOPIC: telemetry.ROLLUP_EVENTS,
     telemetry.FAULTS_TOPIC: telemetry.FAULT_EVENTS,
     alerting.TOPIC: alerting.EVENTS,
     billing.TOPIC: billing.EVENTS,

@@ -1,4 +1,4 @@
-"""Per-second GPU samples (keyed by node) and fault signals (keyed by GPU)."""
+"""Per-second GPU samples and per-minute rollups (keyed by node), and fault signals (keyed by GPU)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from libs.common.events import topics
 from libs.common.events.base import Event
 
 SAMPLES_TOPIC = topics.TELEMETRY_SAMPLES
+ROLLUPS_TOPIC = topics.TELEMETRY_ROLLUPS
 FAULTS_TOPIC = topics.TELEMETRY_FAULTS
 
 FaultKind = Literal["xid", "ecc", "thermal", "power", "lost", "agent_silent", "pcie", "oom"]
@@ -116,5 +117,6 @@ class NodeRollupV1(Event):
         return self.node
 
 
-SAMPLE_EVENTS: tuple[type[Event], ...] = (SampleBatchV1, NodeRollupV1)
+SAMPLE_EVENTS: tuple[type[Event], ...] = (SampleBatchV1,)
+ROLLUP_EVENTS: tuple[type[Event], ...] = (NodeRollupV1,)
 FAULT_EVENTS: tuple[type[Event], ...] = (FaultSignaledV1,)

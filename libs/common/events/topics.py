@@ -10,8 +10,10 @@ __all__ = [
     "NODE_AGENT",
     "PLATFORM",
     "RECOVERY",
+    "ROLLING_TOPICS",
     "SCHEDULER",
     "TELEMETRY_FAULTS",
+    "TELEMETRY_ROLLUPS",
     "TELEMETRY_SAMPLES",
     "TOPIC_ROLES",
     "dlq",
@@ -22,6 +24,7 @@ INVENTORY = "inventory.events"
 SCHEDULER = "scheduler.workloads"
 NODE_AGENT = "telemetry.agent"
 TELEMETRY_SAMPLES = "telemetry.samples"
+TELEMETRY_ROLLUPS = "telemetry.rollups"
 TELEMETRY_FAULTS = "telemetry.faults"
 ALERTING = "alerting.alerts"
 BILLING = "billing.events"
@@ -33,6 +36,7 @@ ALL_TOPICS: tuple[str, ...] = (
     SCHEDULER,
     NODE_AGENT,
     TELEMETRY_SAMPLES,
+    TELEMETRY_ROLLUPS,
     TELEMETRY_FAULTS,
     ALERTING,
     BILLING,
@@ -50,11 +54,20 @@ TOPIC_ROLES: dict[str, tuple[str, str, str]] = {
         "inventory, scheduler, billing, recovery, telemetry node agent",
         "node or workload id",
     ),
-    TELEMETRY_SAMPLES: ("telemetry node agent, telemetry", "telemetry, alerting, billing, recovery", "node"),
+    TELEMETRY_SAMPLES: ("telemetry node agent", "telemetry, alerting, recovery", "node"),
+    TELEMETRY_ROLLUPS: ("telemetry", "billing", "node"),
     TELEMETRY_FAULTS: ("telemetry node agent, telemetry", "alerting, recovery", "GPU uuid or node"),
     ALERTING: ("alerting", "recovery", "alert fingerprint"),
     BILLING: ("billing", "scheduler, alerting", "tenant/project, workload or tenant"),
     RECOVERY: ("recovery", "inventory, scheduler, alerting, billing", "incident id"),
+}
+
+
+#: Topics that need no history, each with the consumers (``<service>.<consumer>``, before the prefix) that
+#: read it. Each is written as a series of generations, topics of their own that are deleted once read
+#: (libs/common/bus/generations.py): the embedded broker honours no retention.
+ROLLING_TOPICS: dict[str, tuple[str, ...]] = {
+    TELEMETRY_SAMPLES: ("telemetry.samples", "alerting.samples", "recovery.samples"),
 }
 
 

@@ -97,7 +97,7 @@ async def test_end_after_accrual_reverses_the_overrun_crosses_budgets_and_idle_i
             )
             for m in range(6)
         ]
-        await publish(isolation, [envelop(r, source="test") for r in rollups], topic=topics.TELEMETRY_SAMPLES)
+        await publish(isolation, [envelop(r, source="test") for r in rollups], topic=topics.TELEMETRY_ROLLUPS)
         async with TopicReader(
             bootstrap=isolation.infra.kafka, topic=isolation.topic_prefix + topics.BILLING
         ) as r:

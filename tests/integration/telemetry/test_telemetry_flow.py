@@ -76,9 +76,9 @@ async def test_simulated_fleet_is_live_in_redis_rolled_up_exported_and_signals_x
         assert set(stats["sm_util_pct"]) == {"avg", "max", "p95"}
 
         async with TopicReader(
-            bootstrap=isolation.infra.kafka, topic=isolation.topic_prefix + topics.TELEMETRY_SAMPLES
-        ) as samples:
-            await samples.wait_for(
+            bootstrap=isolation.infra.kafka, topic=isolation.topic_prefix + topics.TELEMETRY_ROLLUPS
+        ) as rollups:
+            await rollups.wait_for(
                 lambda evs: any(isinstance(p, NodeRollupV1) for _, p in evs), timeout=20, what="NodeRollupV1"
             )
 

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 from aiokafka.errors import KafkaConnectionError
 
+from libs.common.bus.generations import generations_of
 from libs.common.events import EVENT_TYPES, decode, topics
 from libs.common.events.agent import WorkloadStartedV1
 from libs.common.events.scheduler import AllocationItem, WorkloadPlacedV1
@@ -19,7 +20,7 @@ from services.telemetry.settings import TelemetrySettings
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = TelemetrySettings(kafka_bootstrap_servers="kafka-test:9092", kafka_topic_prefix="u.")
 REPORTS = SETTINGS.topic(topics.NODE_AGENT)
-SAMPLES = SETTINGS.topic(topics.TELEMETRY_SAMPLES)
+SAMPLES = generations_of(SETTINGS, topics.TELEMETRY_SAMPLES).topic_at(T0.timestamp())  # the clock's
 
 
 async def test_a_report_whose_flush_failed_is_sent_again_once_by_the_next_tick_with_the_same_id() -> None:

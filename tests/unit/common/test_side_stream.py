@@ -149,6 +149,15 @@ def test_a_side_stream_consumer_is_the_services_group_on_the_topic_with_the_sett
         ["telemetry.samples"],
     )
     assert args["fetch_max_wait_ms"] == 40
+    # A rolling topic: every generation, by pattern, its metadata refreshed ten times a generation.
+    assert (args["pattern"], args["metadata_max_age_ms"]) == (r"^telemetry\.samples(\.\d+)?$", 30000)
+
+
+def test_a_topic_that_keeps_its_history_is_subscribed_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(side_stream, "create_consumer", lambda **args: seen.update(args))
+    side_stream.side_stream_consumer(BaseServiceSettings(), name="faults", topic="telemetry.faults")
+    assert (seen["topics"], seen["pattern"]) == (["telemetry.faults"], None)
 
 
 def test_a_reader_may_name_its_own_client_id_and_fetch_wait(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from aiokafka.errors import KafkaTimeoutError
 
+from libs.common.bus.generations import generations_of
 from libs.common.events import EVENT_TYPES, decode, topics
 from libs.common.events.telemetry import SampleBatchV1
 from services.telemetry.adapters.agent.publisher_fake import FakePublisher
@@ -16,7 +17,7 @@ from services.telemetry.settings import TelemetrySettings
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SETTINGS = TelemetrySettings(kafka_bootstrap_servers="kafka-test:9092", kafka_topic_prefix="u.")
-SAMPLES = SETTINGS.topic(topics.TELEMETRY_SAMPLES)
+SAMPLES = generations_of(SETTINGS, topics.TELEMETRY_SAMPLES).topic_at(T0.timestamp())  # the clock's
 
 
 def clock() -> datetime:
@@ -57,3 +58,24 @@ async def test_a_tick_whose_sends_are_not_acknowledged_fails_and_the_next_one_se
 
     await agent.tick()
     assert len(fake.messages(SAMPLES)) == 2
+
+
+async def test_samples_go_to_the_generation_of_the_agents_clock_which_it_creates_with_the_next() -> None:
+    now = [T0]
+    fake = FakePublisher(partitions=SETTINGS.kafka_partitions)
+    fake.open(bootstrap=SETTINGS.kafka_bootstrap_servers, client_id="unit")
+    await fake.start()
+    setup = await simulated_setup(settings=SETTINGS, clock=lambda: now[0])
+    agent = NodeAgent(settings=SETTINGS, setup=setup, clock=lambda: now[0], publisher=fake)
+    generations = generations_of(SETTINGS, topics.TELEMETRY_SAMPLES)
+    every_s = SETTINGS.kafka_generation_s
+    first, second, third = (generations.topic_at(T0.timestamp() + n * every_s) for n in range(3))
+
+    await agent.tick()
+    await agent.tick()  # the same generation: nothing more to create
+    now[0] = T0 + timedelta(seconds=SETTINGS.kafka_generation_s)
+    await agent.tick()
+
+    assert fake.created == [first, second, third]
+    assert (len(fake.messages(first)), len(fake.messages(second))) == (4, 2)
+    assert first == f"u.telemetry.samples.{int(T0.timestamp()) // 300 * 300}"

@@ -7,13 +7,14 @@ and waits for every tick's sends (see the agent process for why at-least-once st
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.producer.message_accumulator import BatchBuilder
 
-from libs.common.bus.kafka import CLOUDEVENTS_CONTENT_TYPE, create_producer
+from libs.common.bus.kafka import CLOUDEVENTS_CONTENT_TYPE, create_producer, ensure_topics
 
 __all__ = ["HEADERS", "Publisher"]
 
@@ -30,10 +31,17 @@ class Publisher:
         self._partitioner = DefaultPartitioner()
         self._partitions: dict[bytes, tuple[list[int], int]] = {}  # key -> (partitions then, its partition)
         self._producer: AIOKafkaProducer | None = None
+        self._bootstrap = ""
 
     def open(self, *, bootstrap: str, client_id: str) -> None:
         """Create the producer (it connects on start)."""
         self._producer = create_producer(bootstrap=bootstrap, client_id=client_id)
+        self._bootstrap = bootstrap
+
+    async def create_topics(self, topics: Sequence[str], *, partitions: int) -> None:
+        """Create those of ``topics`` that do not exist yet (the admin client, on the producer's broker)."""
+        assert self._producer is not None
+        await ensure_topics(bootstrap=self._bootstrap, topics=topics, partitions=partitions)
 
     async def start(self) -> None:
         """Connect the producer."""

@@ -11,7 +11,7 @@ tests/integration/telemetry/test_publisher_contract.py holds it to the real Publ
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from aiokafka.errors import KafkaTimeoutError
@@ -46,6 +46,7 @@ class FakePublisher:
         self.started = False
         self.stopped = False
         self.flushes = 0  # flushes that succeeded
+        self.created: list[str] = []  # topics created through create_topics, in order
 
     def open(self, *, bootstrap: str, client_id: str) -> None:
         """Remember where the producer would connect."""
@@ -61,6 +62,15 @@ class FakePublisher:
         """Close; what is still in flight is dropped."""
         self.stopped = True
         self.in_flight.clear()
+
+    async def create_topics(self, topics: Sequence[str], *, partitions: int) -> None:
+        """Create the topics not created yet, each with ``partitions`` partitions (unless named before)."""
+        if self.opened is None:
+            raise RuntimeError("create_topics before open")
+        for topic in topics:
+            if topic not in self.created:
+                self.created.append(topic)
+                self._topic_partitions.setdefault(topic, partitions)
 
     async def publish(self, topic: str, messages: list[tuple[bytes, bytes]]) -> None:
         """Queue (key, value) messages, each to its key's partition, in order."""
@@ -98,6 +108,10 @@ class FakePublisher:
             if sent.topic == topic:
                 found.setdefault(sent.partition, []).append((sent.key, sent.value))
         return found
+
+    def topics(self) -> list[str]:
+        """The topics holding flushed messages, in the order of their first."""
+        return list(dict.fromkeys(s.topic for s in self._delivered))
 
     def messages(self, topic: str) -> list[tuple[bytes, bytes]]:
         """The flushed (key, value) messages of `topic`, in the order they were flushed."""

@@ -38,6 +38,10 @@ class Publisher(Protocol):
         """Wait until every message queued since the last flush is acknowledged; raises when one failed."""
         ...
 
+    async def create_topics(self, topics: Sequence[str], *, partitions: int) -> None:
+        """Create those of ``topics`` that do not exist yet, each with ``partitions`` partitions."""
+        ...
+
 
 class DeviceActions(Protocol):
     """What acts on the host's devices (adapters/devices/: nvidia-smi, the simulated fleet, or the fake).

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from libs.common.bus.generations import generations_of, live_topics
 from libs.common.bus.incarnation import BROKER_ERRORS, Outage, look_at
 from libs.common.bus.kafka import all_physical_topics, ensure_topics, wait_for_broker
 from libs.common.events import Envelope, Event, encode, envelop, topic_of
@@ -75,6 +76,8 @@ class AgentSettings(IntakeSettings, Protocol):
     def kafka_partitions(self) -> int: ...
     @property
     def sample_interval_s(self) -> float: ...
+    @property
+    def kafka_generation_s(self) -> int: ...
 
 
 def node_slices(hosts: Sequence[str], *, per_slice: int, spread_s: float) -> list[tuple[float, list[str]]]:
@@ -122,6 +125,8 @@ class NodeAgent:
         self._resend: list[tuple[str, bytes, bytes]] = []  # those a failed flush may have lost
         self._outage = Outage()
         self._cluster: str | None = None  # the broker whose log the intake reads
+        self._samples = generations_of(settings, t.TELEMETRY_SAMPLES)
+        self._samples_topic = ""  # the generation the last tick wrote, once created
         self._check_at = 0.0
         self._consumer: Any = None  # the intake's consumer, while running
         self.ticks = 0
@@ -206,12 +211,23 @@ class NodeAgent:
                 await self._out.stop()
 
     async def _ensure_topics(self) -> None:
+        """Create the stack's topics that are missing, the samples' live generations among them."""
         s = self._s
+        now = time.time()
         await ensure_topics(
             bootstrap=s.kafka_bootstrap_servers,
-            topics=all_physical_topics(s.kafka_topic_prefix),
+            topics=all_physical_topics(s.kafka_topic_prefix) + live_topics(s, now),
             partitions=s.kafka_partitions,
         )
+
+    async def _samples_topic_now(self) -> str:
+        """The samples' generation to write now, with the next, created first when it is new (telemetry's
+        keeper creates each a generation ahead; the agent does not depend on it)."""
+        now = self._clock().timestamp()  # the clock that stamps the samples
+        if (topic := self._samples.topic_at(now)) != self._samples_topic:
+            await self._out.create_topics(self._samples.live(now), partitions=self._s.kafka_partitions)
+            self._samples_topic = topic
+        return topic
 
     def _cannot_reach(self, exc: BaseException, *, doing: str) -> None:
         if self._outage.failed():
@@ -345,7 +361,7 @@ class NodeAgent:
         await self._report()
         self.devices.retry_layouts()  # layouts kept while their GPU was busy (its exits now told)
         allocations = self._book.allocations()
-        topic = self._s.topic(t.TELEMETRY_SAMPLES)
+        topic = await self._samples_topic_now()
         hosts = list(self._setup.probes)
         for offset, part in node_slices(hosts, per_slice=PUBLISH_EVERY_NODES, spread_s=spread_s):
             delay = started + offset - time.monotonic()
