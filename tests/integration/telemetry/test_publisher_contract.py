@@ -171,6 +171,20 @@ async def test_messages_of_two_topics_are_kept_apart(subject: Subject) -> None:
     assert by_key == {node: [(_partition_of(node), b"sample")] for node in NODES[:3]}
 
 
+async def test_a_topic_created_through_the_publisher_takes_messages_on_its_partitions(
+    subject: Subject,
+) -> None:
+    topic = subject.topic("samples.1800000000")  # a generation, as the agent creates it
+    await subject.publisher.create_topics([topic], partitions=PARTITIONS)
+    await subject.publisher.create_topics([topic], partitions=PARTITIONS)  # again: nothing changes
+    await subject.publisher.publish(topic, [(node, b"first") for node in NODES])
+    await subject.publisher.flush()
+
+    by_key = _by_key(await subject.read(topic, len(NODES)))
+
+    assert by_key == {node: [(_partition_of(node), b"first")] for node in NODES}
+
+
 async def test_every_message_of_the_real_publisher_says_it_is_a_structured_cloudevent(
     isolation: Isolation,
 ) -> None:
