@@ -257,6 +257,10 @@ def report(
         method="telemetry, alerting and recovery's sample readers' groups, over every generation, summed",
     )
     emit(BENCH, "samples_lag_last_tenth", last, "messages", peak=max(readers))
+    for reader in SAMPLE_READERS:
+        series = [s["samples_lag"].get(reader, 0) for s in samples]
+        first, last = _tenth_ratio(series)
+        emit(BENCH, f"samples_lag_last_tenth_{reader}", last, "messages", first_tenth=first, peak=max(series))
     gens = [s["generations"] for s in samples]
     emit(
         BENCH,

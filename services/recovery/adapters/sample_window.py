@@ -78,18 +78,21 @@ class SampleWindow:
     def _node_key(self, node: str) -> str:
         return self._keys.key("node-gpus", node)
 
-    async def add(self, batch: WireBatch) -> None:
-        """Append one node's tick to its GPUs' windows (one round trip)."""
+    async def add(self, batches: Sequence[WireBatch]) -> None:
+        """Append nodes' ticks (a poll's) to their GPUs' windows, in order, in one round trip."""
+        if not batches:
+            return
         ttl = self._window_s * 2
         pipe = self._client().pipeline(transaction=False)
-        for sample in batch.samples:
-            key = self._gpu_key(sample["gpu"])
-            pipe.lpush(key, json.dumps(window_entry(sample, at=batch.at)))
-            pipe.ltrim(key, 0, self._window_s - 1)
-            pipe.expire(key, ttl)
-        if batch.samples:
-            pipe.sadd(self._node_key(batch.node), *[s["gpu"] for s in batch.samples])
-            pipe.expire(self._node_key(batch.node), ttl)
+        for batch in batches:
+            for sample in batch.samples:
+                key = self._gpu_key(sample["gpu"])
+                pipe.lpush(key, json.dumps(window_entry(sample, at=batch.at)))
+                pipe.ltrim(key, 0, self._window_s - 1)
+                pipe.expire(key, ttl)
+            if batch.samples:
+                pipe.sadd(self._node_key(batch.node), *[s["gpu"] for s in batch.samples])
+                pipe.expire(self._node_key(batch.node), ttl)
         await pipe.execute()
 
     async def samples(self, gpu: str, *, until: datetime) -> list[TelemetrySample]:

@@ -127,11 +127,15 @@ async def samples_loop(runtime: ServiceRuntime, stop: asyncio.Event) -> None:
         fetch_max_wait_ms=DEFAULT_FETCH_MAX_WAIT_MS,  # what this reader always used
     )
 
-    async def handle(poll: Poll) -> None:
-        for records in poll.values():
-            for record in records:
-                if (batch := _sample_batch(record.value or b"")) is not None:
-                    await window.add(batch)
+    async def handle(poll: Poll) -> None:  # one Redis round trip a poll, not one a node's batch
+        await window.add(
+            [
+                batch
+                for records in poll.values()
+                for record in records
+                if (batch := _sample_batch(record.value or b"")) is not None
+            ]
+        )
 
     stream = SideStream(consumer=consumer, cadence=CommitCadence(every_s=2.0), poll_timeout_ms=200)
     await stream.run(stop, handle)
