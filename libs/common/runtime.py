@@ -22,12 +22,11 @@ from redis.asyncio import Redis
 from libs.common.auth.principal import KeyCache
 from libs.common.auth.replication import HANDLERS as AUTH_HANDLERS
 from libs.common.bus.consumer import ConsumerRunner, RetryPolicy
-from libs.common.bus.generations import live_topics
+from libs.common.bus.generations import stack_topics
 from libs.common.bus.handlers import Handlers
 from libs.common.bus.health import ConsumerHealth
 from libs.common.bus.kafka import (
     MAX_EVENT_BYTES,
-    all_physical_topics,
     create_consumer,
     create_producer,
     ensure_topics,
@@ -246,17 +245,13 @@ class ServiceRuntime:
         found = {name: health.stalled(bound_s=bound_s) for name, health in self.consumer_health.items()}
         return {f"consumer:{name}": why for name, why in found.items() if why is not None}
 
-    def _stack_topics(self) -> list[str]:
-        """Every topic of the registry with its dead-letter twin, and the rolling topics' live generations."""
-        s = self.settings
-        return all_physical_topics(s.kafka_topic_prefix) + live_topics(s, time.time())
-
     async def _recreate_topics(self, topics: Sequence[str] | None = None) -> Sequence[str]:
-        """Create those of ``topics`` (default: ``_stack_topics``) the broker has not got."""
+        """Create those of ``topics`` (default: ``stack_topics``, every topic of the stack) the broker has not
+        got."""
         s = self.settings
         return await ensure_topics(
             bootstrap=s.kafka_bootstrap_servers,
-            topics=self._stack_topics() if topics is None else topics,
+            topics=stack_topics(s, time.time()) if topics is None else topics,
             partitions=s.kafka_partitions,
         )
 

@@ -30,7 +30,7 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
-from libs.common.bus.kafka import ensure_topics, group_lag
+from libs.common.bus.kafka import all_physical_topics, ensure_topics, group_lag
 from libs.common.events.topics import ROLLING_TOPICS
 from libs.common.settings import BaseServiceSettings
 from libs.common.stopping import sleep_or_stop
@@ -43,6 +43,7 @@ __all__ = [
     "keep_generations",
     "keeper_of",
     "live_topics",
+    "stack_topics",
 ]
 
 #: The keeper's longest wait between two steps (a broker that restarted empty gets its generations back).
@@ -181,6 +182,8 @@ class RollingSettings(Protocol):
     """What naming a rolling topic's generations reads of the settings (BaseServiceSettings has it)."""
 
     @property
+    def kafka_topic_prefix(self) -> str: ...
+    @property
     def kafka_generation_s(self) -> int: ...
     def topic(self, logical: str) -> str: ...
 
@@ -194,6 +197,12 @@ def generations_of(settings: RollingSettings, logical: str) -> Generations:
 def live_topics(settings: RollingSettings, now: float) -> list[str]:
     """Every rolling topic's live generations (what a stack creates beside its fixed topics)."""
     return [t for logical in ROLLING_TOPICS for t in generations_of(settings, logical).live(now)]
+
+
+def stack_topics(settings: RollingSettings, now: float) -> list[str]:
+    """Every topic a stack creates at ``now``: the registry's with their dead-letter twins, and the rolling
+    topics' live generations."""
+    return all_physical_topics(settings.kafka_topic_prefix) + live_topics(settings, now)
 
 
 def keeper_of(settings: BaseServiceSettings, logical: str) -> GenerationKeeper:

@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from libs.common.bus.generations import generations_of, live_topics
+from libs.common.bus.generations import generations_of, stack_topics
 from libs.common.bus.incarnation import BROKER_ERRORS, Outage, look_at
-from libs.common.bus.kafka import all_physical_topics, ensure_topics, wait_for_broker
+from libs.common.bus.kafka import ensure_topics, wait_for_broker
 from libs.common.events import Envelope, Event, encode, envelop, topic_of
 from libs.common.events import topics as t
 from libs.common.events.agent import HostActionRequestedV1, WorkloadProfileSetV1
@@ -213,12 +213,8 @@ class NodeAgent:
     async def _ensure_topics(self) -> None:
         """Create the stack's topics that are missing, the samples' live generations among them."""
         s = self._s
-        now = time.time()
-        await ensure_topics(
-            bootstrap=s.kafka_bootstrap_servers,
-            topics=all_physical_topics(s.kafka_topic_prefix) + live_topics(s, now),
-            partitions=s.kafka_partitions,
-        )
+        topics = stack_topics(s, time.time())
+        await ensure_topics(bootstrap=s.kafka_bootstrap_servers, topics=topics, partitions=s.kafka_partitions)
 
     async def _samples_topic_now(self) -> str:
         """The samples' generation to write now, with the next, created first when it is new (telemetry's
