@@ -27,6 +27,16 @@ memory storage keeps every record, about 0.8 MiB/s of samples here, and honours 
 203 MiB, alerting 1.22x, the others within 13%; p99 1,148 -> 3,006 ms (2.6x); lag 160 -> 9,587
 messages (the consumers fall behind as every fetch walks a longer partition, beside 10,000 samples a
 second through telemetry, alerting, billing and recovery on two cores); connections peaked at 45 of 75.
+
+Since telemetry.samples is written in generations (libs/common/bus/generations.py; ``BENCH_SOAK_GENERATION_S``
+sets KAFKA_GENERATION_S, 60 below so that minutes see many) and billing reads rollups from their own
+topic, measured 2026-12-07 at 10,000 GPUs: over 600 s after a 150 s warm-up the broker held 148 -> 330
+MiB, p99 2,115 -> 2,345 ms (1.11x), transactional lag 1,451 -> 1,983; over 480 s after 300 s of warm-up
+the broker 265 -> 345 MiB (peak 361, where it had grown without end), p99 1,520 -> 3,009 ms (1.98x),
+and the sample readers' lag (``samples_lag_*``, outside gpucloud_consumer_lag) 83,125 -> 355,541 node
+batches for telemetry and about 300,000 for recovery: two cores do not carry 10,000 GPUs' samples, so
+the keeper drops generations four generations late, with a warning. At 2,000 GPUs the 60 s jobs of 20/s
+outgrow the fleet (p99 23 -> 65 s, queueing), so that size measures the queue, not drift.
 """
 
 from __future__ import annotations
