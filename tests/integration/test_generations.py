@@ -121,6 +121,49 @@ async def test_a_reader_follows_the_generations_and_the_keeper_deletes_each_once
     assert left == {gen.topic_at(T0 + n * EVERY_S) for n in (1, 2, 3)}
 
 
+async def test_a_reader_whose_past_generation_is_deleted_under_it_reads_on_without_replaying(
+    isolation: Isolation,
+) -> None:
+    s = _settings(isolation)
+    bootstrap, keeper = s.kafka_bootstrap_servers, keeper_of(s, topics.TELEMETRY_SAMPLES)
+    gen = keeper.generations
+    old, current = gen.topic_at(T0), gen.topic_at(T0 + EVERY_S)
+    await keeper.step(T0)
+    await keeper.step(T0 + EVERY_S)
+    got: list[bytes] = []
+
+    async def handle(poll: Poll) -> None:
+        got.extend(r.value or b"" for records in poll.values() for r in records)
+
+    stop = asyncio.Event()
+    stream = SideStream(
+        consumer=side_stream_consumer(s, name="samples", topic=topics.TELEMETRY_SAMPLES),
+        cadence=CommitCadence(every_s=0),
+        check_every_s=1.0,
+    )
+    reading = asyncio.create_task(stream.run(stop, handle))
+    try:
+        first = [f"old-{i}".encode() for i in range(20)] + [f"cur-{i}".encode() for i in range(20)]
+        await _produce(bootstrap, old, first[:20])
+        await _produce(bootstrap, current, first[20:])
+        await eventually(_all(got, first), timeout=60, what="both generations read")
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            await admin.delete_topics([old])  # as a forced step does, while the reader is assigned it
+        finally:
+            await admin.close()
+        later = [f"later-{i}".encode() for i in range(20)]
+        await _produce(bootstrap, current, later)
+        await eventually(_all(got, later), timeout=60, what="the current generation read on")
+        await asyncio.sleep(3)  # three log checks: none may send the current generation back to its start
+    finally:
+        stop.set()
+        await reading
+    current_reads = [v for v in got if not v.startswith(b"old-")]
+    assert sorted(current_reads) == sorted(first[20:] + later)  # each once: nothing read again
+
+
 async def test_a_generation_a_reader_has_not_finished_is_kept_until_forced_and_the_force_is_logged(
     isolation: Isolation, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -7,8 +7,9 @@ handled at the reader's cadence. Nothing is committed after an error: the next o
 partitions replays what was fetched and perhaps not applied. A clean stop commits what is handled.
 
 Every ``check_every_s`` (wall time, never per poll) it compares each position with the partition's log end:
-a position beyond the end belongs to a log the broker has lost (it restarted empty), so every assigned
-partition is read again from the beginning (a replay of samples is harmless) and that is logged once. A
+a position beyond the end belongs to a log the broker has lost (it restarted empty), so those partitions
+are read again from the beginning (a replay of samples is harmless) and that is logged once. Partitions
+of a topic deleted meanwhile (a rolling topic's past generation) are neither checked nor committed. A
 commit that does not complete in ``commit_timeout_s`` is kept for the next one, logged once per outage.
 """
 
@@ -128,14 +129,17 @@ class SideStream:
     async def _commit(self) -> None:
         # A rebalance may have taken partitions since they were polled: their new owner replays them.
         assigned = self._consumer.assignment()
-        handled = {tp: offset for tp, offset in self._handled.items() if tp in assigned}
+        handled = {tp: offset for tp, offset in self._handled.items() if tp in assigned and self._exists(tp)}
         self._handled = {}
         if handled:
             try:
                 async with asyncio.timeout(self._commit_timeout_s):
                     await self._consumer.commit(handled)
             except TimeoutError:
-                self._handled = {**handled, **self._handled}  # committed with the next ones
+                # A topic deleted since (a past generation the keeper dropped) fails every commit naming it.
+                gone = await self._deleted_topics({tp.topic for tp in handled})
+                kept = {tp: offset for tp, offset in handled.items() if tp.topic not in gone}
+                self._handled = {**kept, **self._handled}  # committed with the next ones
                 self._check_at = 0.0  # a broker that lost the topic answers every commit so: look now
                 if self._stuck.failed():
                     log.warning(
@@ -146,30 +150,42 @@ class SideStream:
                 log.info("side stream: offsets commit again after %.0fs", lasted)
         self._committed_at = self._clock()
 
+    def _exists(self, tp: TopicPartition) -> bool:
+        """Whether the consumer's metadata still lists the partition's topic (a deleted one it drops)."""
+        return self._consumer.partitions_for_topic(tp.topic) is not None
+
+    async def _deleted_topics(self, topics: set[str]) -> set[str]:
+        """Those of ``topics`` the broker no longer has (asked afresh; none when it cannot be asked)."""
+        try:
+            async with asyncio.timeout(self._commit_timeout_s):
+                return topics - set(await self._consumer.topics())
+        except (KafkaError, TimeoutError):
+            return set()
+
     async def _look_after_log(self) -> None:
         """Every ``check_every_s``: read again from the beginning when a position is beyond its log end."""
         now = asyncio.get_running_loop().time()
         if now < self._check_at:
             return
         self._check_at = now + self._check_every_s
-        assigned = list(self._consumer.assignment())
+        assigned = [tp for tp in self._consumer.assignment() if self._exists(tp)]
         try:
             ahead = []
             for tp in assigned:
                 high = self._consumer.highwater(tp)
                 if high is not None and await self._consumer.position(tp) > high:
-                    ahead.append(f"{tp.topic}/{tp.partition}")
+                    ahead.append(tp)
             if not ahead:
                 return
-            await self._consumer.seek_to_beginning(*assigned)
-            self._handled = dict(await self._consumer.beginning_offsets(assigned))  # over the old log's
+            # Only those: the others' logs are whole (a topic generation younger than the lost one).
+            await self._consumer.seek_to_beginning(*ahead)
+            self._handled.update(await self._consumer.beginning_offsets(ahead))  # over the old log's
         except KafkaError as exc:  # a rebalance took a partition meanwhile: the next look sees the rest
             log.info("side stream: log check skipped: %s", exc)
             return
         self.incidents += 1
         log.warning(
             "side stream: positions beyond the log end of %s, so the broker lost the log they belong to: "
-            "reading %d partition(s) again from the beginning",
-            ", ".join(sorted(ahead)),
-            len(assigned),
+            "reading them again from the beginning",
+            ", ".join(sorted(f"{tp.topic}/{tp.partition}" for tp in ahead)),
         )

@@ -31,6 +31,7 @@ class _Consumer:
     done: asyncio.Event
     assigned: set[TopicPartition] = field(default_factory=lambda: {TP0, TP1})
     commits: list[dict[TopicPartition, int]] = field(default_factory=list)
+    deleted: set[str] = field(default_factory=set)  # topics the broker dropped (its metadata says so)
     started: bool = False
     stopped: bool = False
 
@@ -53,6 +54,9 @@ class _Consumer:
 
     async def commit(self, offsets: dict[TopicPartition, int]) -> None:
         self.commits.append(dict(offsets))
+
+    def partitions_for_topic(self, topic: str) -> set[int] | None:
+        return None if topic in self.deleted else {0, 1}
 
 
 class _Clock:
@@ -125,6 +129,17 @@ async def test_partitions_taken_by_a_rebalance_are_not_committed() -> None:
 
     await _stream(consumer, every_s=0).run(stop, handle)
     assert consumer.commits == [{TP1: 4}]
+
+
+async def test_partitions_of_a_deleted_topic_are_not_committed() -> None:
+    old = TopicPartition("samples.0", 0)  # a past generation the keeper dropped, still assigned
+    stop = asyncio.Event()
+    consumer = _Consumer(polls=[{old: [_Record(7)], TP0: [_Record(3)]}], done=stop, assigned={old, TP0, TP1})
+    consumer.deleted = {"samples.0"}
+
+    await _stream(consumer, every_s=0).run(stop, _ignore)
+
+    assert consumer.commits == [{TP0: 4}]
 
 
 def test_the_cadence_defaults_to_every_poll() -> None:
