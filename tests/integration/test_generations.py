@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -70,6 +71,29 @@ async def _commit_to_end(bootstrap: str, group: str, topic: str, partitions: int
         await consumer.stop()
 
 
+@asynccontextmanager
+async def _reading(s: BaseServiceSettings, *, check_every_s: float = 5.0) -> AsyncIterator[list[bytes]]:
+    """A side-stream reader of the samples, as telemetry builds its own, committing every poll; yields
+    the values it has read so far, and stops (committing what it read) on leaving."""
+    got: list[bytes] = []
+
+    async def handle(poll: Poll) -> None:
+        got.extend(r.value or b"" for records in poll.values() for r in records)
+
+    stop = asyncio.Event()
+    stream = SideStream(
+        consumer=side_stream_consumer(s, name="samples", topic=topics.TELEMETRY_SAMPLES),
+        cadence=CommitCadence(every_s=0),
+        check_every_s=check_every_s,
+    )
+    reading = asyncio.create_task(stream.run(stop, handle))
+    try:
+        yield got
+    finally:
+        stop.set()
+        await reading
+
+
 def _all(got: list[bytes], sent: list[bytes]) -> Callable[[], Awaitable[bool]]:
     async def probe() -> bool:
         return set(got) >= set(sent)
@@ -84,19 +108,8 @@ async def test_a_reader_follows_the_generations_and_the_keeper_deletes_each_once
     bootstrap, keeper = s.kafka_bootstrap_servers, keeper_of(s, topics.TELEMETRY_SAMPLES)
     gen = keeper.generations
     await keeper.step(T0 + 1)  # the first generation and the next
-    got: list[bytes] = []
-
-    async def handle(poll: Poll) -> None:
-        got.extend(r.value or b"" for records in poll.values() for r in records)
-
-    stop = asyncio.Event()
-    stream = SideStream(
-        consumer=side_stream_consumer(s, name="samples", topic=topics.TELEMETRY_SAMPLES),
-        cadence=CommitCadence(every_s=0),
-    )
-    reading = asyncio.create_task(stream.run(stop, handle))
     sent: list[bytes] = []
-    try:
+    async with _reading(s) as got:
         for n in range(3):
             start = T0 + n * EVERY_S
             await keeper.step(start + 1)  # as the keeper's loop does a second into each generation
@@ -112,9 +125,6 @@ async def test_a_reader_follows_the_generations_and_the_keeper_deletes_each_once
 
         await eventually(committed, timeout=30, what="generation 0 committed")
         deleted = await keeper.step(T0 + 2 * EVERY_S + 2)
-    finally:
-        stop.set()
-        await reading
     assert set(got) == set(sent)
     assert deleted == [gen.topic_at(T0)]
     left = await _topics(bootstrap, gen.base)
@@ -130,19 +140,7 @@ async def test_a_reader_whose_past_generation_is_deleted_under_it_reads_on_witho
     old, current = gen.topic_at(T0), gen.topic_at(T0 + EVERY_S)
     await keeper.step(T0)
     await keeper.step(T0 + EVERY_S)
-    got: list[bytes] = []
-
-    async def handle(poll: Poll) -> None:
-        got.extend(r.value or b"" for records in poll.values() for r in records)
-
-    stop = asyncio.Event()
-    stream = SideStream(
-        consumer=side_stream_consumer(s, name="samples", topic=topics.TELEMETRY_SAMPLES),
-        cadence=CommitCadence(every_s=0),
-        check_every_s=1.0,
-    )
-    reading = asyncio.create_task(stream.run(stop, handle))
-    try:
+    async with _reading(s, check_every_s=1.0) as got:
         first = [f"old-{i}".encode() for i in range(20)] + [f"cur-{i}".encode() for i in range(20)]
         await _produce(bootstrap, old, first[:20])
         await _produce(bootstrap, current, first[20:])
@@ -157,9 +155,6 @@ async def test_a_reader_whose_past_generation_is_deleted_under_it_reads_on_witho
         await _produce(bootstrap, current, later)
         await eventually(_all(got, later), timeout=60, what="the current generation read on")
         await asyncio.sleep(3)  # three log checks: none may send the current generation back to its start
-    finally:
-        stop.set()
-        await reading
     current_reads = [v for v in got if not v.startswith(b"old-")]
     assert sorted(current_reads) == sorted(first[20:] + later)  # each once: nothing read again
 
@@ -229,20 +224,6 @@ async def test_without_generations_readers_and_writers_use_the_topic_itself(isol
     await ensure_topics(bootstrap=s.kafka_bootstrap_servers, topics=[base], partitions=s.kafka_partitions)
     assert await keeper_of(s, topics.TELEMETRY_SAMPLES).step(T0) == []
     await _produce(s.kafka_bootstrap_servers, base, [b"x1", b"x2"])
-    got: list[bytes] = []
-
-    async def handle(poll: Poll) -> None:
-        got.extend(r.value or b"" for records in poll.values() for r in records)
-
-    stop = asyncio.Event()
-    stream = SideStream(
-        consumer=side_stream_consumer(s, name="samples", topic=topics.TELEMETRY_SAMPLES),
-        cadence=CommitCadence(every_s=0),
-    )
-    reading = asyncio.create_task(stream.run(stop, handle))
-    try:
+    async with _reading(s) as got:
         await eventually(_all(got, [b"x1", b"x2"]), timeout=30, what="both read")
-    finally:
-        stop.set()
-        await reading
     assert await _topics(s.kafka_bootstrap_servers, base) == {base}

@@ -124,7 +124,6 @@ class GenerationKeeper:
         self._partitions = partitions
         self._readers = tuple(readers)
         self._force_after = max(force_after, generations.keep + 1)  # generations after the doomed one
-        self.deleted: list[str] = []  # every generation this keeper deleted, oldest first
 
     async def step(self, now: float) -> list[str]:
         """Create the live generations that are missing, delete the expired ones; returns those deleted."""
@@ -136,24 +135,25 @@ class GenerationKeeper:
         try:
             existing = set(await admin.list_topics())
             expired = g.older(existing, now, than=g.keep + 1)
-            doomed = [t for t in expired if await self._may_delete(admin, t, now)]
+            known = {group for group, *_ in await admin.list_consumer_groups()} if expired else set()
+            doomed = [t for t in expired if await self._may_delete(known, t, now)]
             if doomed:  # first, so that readers see the deletion and the creation in one metadata change
                 try:
                     await admin.delete_topics(doomed)
                 except KafkaError as exc:  # another replica's keeper deleted them a moment ago
                     log.info("deleting generations raced with another keeper: %s", exc)
-                self.deleted.extend(doomed)
                 log.info("deleted expired generations %s", ", ".join(doomed))
         finally:
             await admin.close()
-        await ensure_topics(bootstrap=self._bootstrap, topics=g.live(now), partitions=self._partitions)
+        if missing := set(g.live(now)) - existing:
+            await ensure_topics(bootstrap=self._bootstrap, topics=missing, partitions=self._partitions)
         return doomed
 
-    async def _may_delete(self, admin: AIOKafkaAdminClient, topic: str, now: float) -> bool:
+    async def _may_delete(self, known: set[str], topic: str, now: float) -> bool:
         """Every known reader has read ``topic`` to its end, or ``force_after`` generations followed it."""
         g = self.generations
         if g.older([topic], now, than=self._force_after + 1):
-            behind = await self._behind(admin, topic)
+            behind = await self._behind(known, topic)
             if behind:
                 log.warning(
                     "deleting generation %s although %s have not read it to its end (%d generations "
@@ -163,11 +163,10 @@ class GenerationKeeper:
                     self._force_after,
                 )
             return True
-        return not await self._behind(admin, topic)
+        return not await self._behind(known, topic)
 
-    async def _behind(self, admin: AIOKafkaAdminClient, topic: str) -> list[str]:
-        """The reader groups the broker knows that have not committed ``topic``'s every record."""
-        known = {group for group, *_ in await admin.list_consumer_groups()}
+    async def _behind(self, known: set[str], topic: str) -> list[str]:
+        """The reader groups the broker knows (``known``) that have not committed ``topic``'s every record."""
         partitions = [TopicPartition(topic, p) for p in range(self._partitions)]
         behind = []
         for group in self._readers:
