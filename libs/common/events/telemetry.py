@@ -57,9 +57,14 @@ class GpuMetrics(BaseModel):
     @property
     def fb_used_pct(self) -> float | None:
         """Framebuffer used as a percentage of total."""
-        if self.fb_used_bytes is None or not self.fb_total_bytes:
-            return None
-        return 100.0 * self.fb_used_bytes / self.fb_total_bytes
+        return fb_used_pct(self.fb_used_bytes, self.fb_total_bytes)
+
+
+def fb_used_pct(used: float | None, total: float | None) -> float | None:
+    """Framebuffer used as a percentage of total; None when either is unknown or the total is 0."""
+    if used is None or not total:
+        return None
+    return 100.0 * used / total
 
 
 class SampleBatchV1(Event):

@@ -181,7 +181,8 @@ class _Feeds:
         return feeds
 
     async def _samples(self, gpus: frozenset[str]) -> None:
-        params = {"gpu": next(iter(gpus))} if len(gpus) == 1 else None  # telemetry filters one GPU itself
+        # Telemetry reads the followed GPUs' samples alone (an admin's tab would otherwise carry the fleet).
+        params = {"gpus": ",".join(sorted(gpus))}
         backoff = _BACKOFF_FIRST_S
         while True:
             try:

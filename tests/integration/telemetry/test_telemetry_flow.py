@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from libs.common.events import envelop, topics
@@ -184,7 +185,20 @@ async def test_placed_job_starts_is_labelled_for_its_tenant_only_and_exits(
         frames = [f for f in stream.text.split("\n\n") if f.strip()]
         assert len(frames) == 2
         assert all(f.startswith("event: samples\ndata: ") for f in frames)
-        assert {s["gpu"] for f in frames for s in json.loads(f.split("data: ", 1)[1])["samples"]} == {gpu}
+        streamed = [s for f in frames for s in json.loads(f.split("data: ", 1)[1])["samples"]]
+        assert {s["gpu"] for s in streamed} == {gpu}
+        # The rows as GET /v1/gpus/latest describes them, the derived framebuffer share included.
+        for row in streamed:
+            assert row["fb_used_pct"] == pytest.approx(100.0 * row["fb_used_bytes"] / row["fb_total_bytes"])
+        # Named GPUs: only those of them the tenant may see; too many is refused, naming the parameter.
+        named = await client.get(
+            "/v1/stream", headers=tenant, params={"max_events": 1, "gpus": f"{other},{gpu}"}
+        )
+        assert [s["gpu"] for s in json.loads(named.text.split("data: ", 1)[1])["samples"]] == [gpu]
+        too_many = ",".join(f"GPU-{i}" for i in range(257))
+        refused = await client.get("/v1/stream", headers=tenant, params={"gpus": too_many})
+        assert refused.status_code == 422
+        assert refused.json()["error"]["field"] == "gpus"
         hints = await client.get("/v1/workloads/wl-1/hints", headers=tenant)
         assert hints.status_code == 200
         assert hints.json()["gpus"][0]["gpu_uuid"] == gpu

@@ -47,6 +47,10 @@ async def test_a_stream_numbers_its_events_sends_only_followed_gpus_and_alerts_o
     assert [data for _, kind, data in events if kind == "alerts"] == [{"alerts": [{"fingerprint": "f1"}]}]
     assert stream.outlet is None
     assert hub.streams[stream.token] is stream
+    # Telemetry is asked for the followed GPUs only, not the caller's whole fleet.
+    asked = [r for r in services.seen if r.url.path == "/v1/stream"]
+    assert asked
+    assert {r.url.params.get("gpus") for r in asked} == {"GPU-a"}
 
 
 async def test_a_browser_coming_back_with_last_event_id_gets_what_it_missed_then_more(tmp_path: Path) -> None:
