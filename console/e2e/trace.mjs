@@ -3,8 +3,12 @@
 // then the style, layout and paint of the frame it caused, timers, garbage collection — is charged to that
 // update. performance.measure alone sees the handler and its microtasks, not the frame that follows.
 
-/** Categories for browser.startTracing: top-level tasks, the page's user timings, and what tasks spent on. */
-export const CATEGORIES = ["toplevel", "blink.user_timing", "devtools.timeline", "disabled-by-default-devtools.timeline", "v8"];
+/**
+ * Categories for browser.startTracing: top-level tasks, the page's user timings, and what tasks spent on
+ * (DevTools' timeline events, GC included). Not "v8": its per-call events are tracing overhead the page
+ * would not pay, and nothing below reads them.
+ */
+export const CATEGORIES = ["toplevel", "blink.user_timing", "devtools.timeline", "disabled-by-default-devtools.timeline"];
 
 const BREAKDOWN = {
   script: ["FunctionCall", "EvaluateScript", "TimerFire", "FireAnimationFrame"],

@@ -1,5 +1,8 @@
-// A cheap live sparkline for lists (64 GPUs at 1 Hz): one small canvas polyline per GPU, redrawn straight from
-// the ring buffer; the aria-label and the visible value are written into the DOM, not through React state.
+// A cheap live sparkline for lists (64 GPUs at 1 Hz): one SVG polyline per GPU, its points rewritten straight
+// from the ring buffer; the aria-label and the visible value are written into the DOM, not through React state.
+// SVG, not a canvas: Chromium composites every 2D canvas as its own layer, and a table cell painted after a
+// composited canvas is then lifted into a layer of its own (overlap), so 64 canvases cost the frame about 60
+// layers to build, commit and draw; a polyline is painted into the table's layer like its text.
 import { Group, Text } from "@mantine/core";
 import { useEffect, useRef } from "react";
 import { formatValue } from "./format";
@@ -9,45 +12,59 @@ import { useGpuSeries } from "./LiveProvider";
 import type { Metric } from "./ring";
 
 const POINTS = 60;
+const WIDTH = 96;
+const HEIGHT = 24;
 
-function draw(canvas: HTMLCanvasElement, values: Float64Array, max: number) {
-  const ctx = canvas.getContext("2d");
-  if (!ctx) return;
-  const { width, height } = canvas;
-  ctx.clearRect(0, 0, width, height);
+/**
+ * The `points` of one polyline per run of finite values among the last POINTS: a gap (a sample without the
+ * metric, a GPU not reporting for a while) breaks the line, and a lone point between gaps draws nothing.
+ */
+export function sparklinePaths(values: Float64Array, max: number, width = WIDTH, height = HEIGHT): string[] {
   const shown = values.subarray(Math.max(0, values.length - POINTS));
-  if (shown.length < 2) return;
-  ctx.beginPath();
-  ctx.strokeStyle = "#1c7ed6";
-  ctx.lineWidth = 1.5;
-  let drawing = false;
+  const runs: string[] = [];
+  if (shown.length < 2) return runs;
+  let run: string[] = [];
   for (let i = 0; i < shown.length; i++) {
     const v = shown[i];
     if (!Number.isFinite(v)) {
-      drawing = false;
+      if (run.length > 1) runs.push(run.join(" "));
+      run = [];
       continue;
     }
     const x = (i / (POINTS - 1)) * width;
     const y = height - (Math.min(Math.max(v, 0), max) / max) * (height - 2) - 1;
-    if (drawing) ctx.lineTo(x, y);
-    else ctx.moveTo(x, y);
-    drawing = true;
+    run.push(`${x.toFixed(1)},${y.toFixed(1)}`);
   }
-  ctx.stroke();
+  if (run.length > 1) runs.push(run.join(" "));
+  return runs;
+}
+
+function draw(svg: SVGSVGElement, values: Float64Array, max: number) {
+  const runs = sparklinePaths(values, max);
+  const lines = svg.children;
+  for (let i = 0; i < runs.length; i++) {
+    let line = lines[i] as SVGPolylineElement | undefined;
+    if (!line) {
+      line = document.createElementNS("http://www.w3.org/2000/svg", "polyline");
+      svg.appendChild(line);
+    }
+    if (line.getAttribute("points") !== runs[i]) line.setAttribute("points", runs[i]);
+  }
+  while (lines.length > runs.length) svg.lastElementChild!.remove();
 }
 
 export function Sparkline({ gpu, metric, title, max = 100 }: { gpu: string; metric: Metric; title: string; max?: number }) {
   const series = useGpuSeries(gpu);
-  const canvas = useRef<HTMLCanvasElement>(null);
+  const svg = useRef<SVGSVGElement>(null);
   const box = useRef<HTMLDivElement>(null);
   const value = useRef<HTMLSpanElement>(null);
 
   useEffect(() => {
-    if (!series || !canvas.current) return;
-    // Only a sparkline on screen redraws its canvas and rewrites its value (a long list has most of its 64 rows
+    if (!series || !svg.current) return;
+    // Only a sparkline on screen redraws its line and rewrites its value (a long list has most of its 64 rows
     // scrolled away); one scrolled back into view draws at once. The label always follows (an attribute costs no
     // layout).
-    const element = canvas.current;
+    const element = svg.current;
     let visible = true;
     const paint = () => {
       const { buffer } = series;
@@ -72,7 +89,7 @@ export function Sparkline({ gpu, metric, title, max = 100 }: { gpu: string; metr
   return (
     <Group gap="xs" wrap="nowrap">
       <div ref={box} role="img" aria-label={`${title}: 0 points, latest no data yet`}>
-        <canvas ref={canvas} width={96} height={24} style={{ display: "block" }} />
+        <svg ref={svg} className="sparkline" width={WIDTH} height={HEIGHT} viewBox={`0 0 ${WIDTH} ${HEIGHT}`} aria-hidden="true" />
       </div>
       <Text size="sm" component="span">
         {/* The value's box inside the flex item, not the item itself: a flex item is no relayout boundary. */}

@@ -24,3 +24,5 @@ class ResizeObserverStub {
   disconnect() {}
 }
 (globalThis as { ResizeObserver?: unknown }).ResizeObserver ??= ResizeObserverStub;
+// jsdom does not scroll (it has no layout); the window-scrolled lists (useWindowRows) restore the offset on mount.
+window.scrollTo = (() => {}) as typeof window.scrollTo;

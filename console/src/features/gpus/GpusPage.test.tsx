@@ -108,6 +108,28 @@ describe("GpusPage", () => {
     expect(within(row).getByText("65 °C")).toBeInTheDocument();
   });
 
+  it("renders and streams only the rows near the view of a fleet longer than the stream's 256 GPUs", async () => {
+    const fleet = Array.from({ length: 400 }, (_, i) => `GPU-${String(i).padStart(4, "0")}`);
+    vi.stubGlobal(
+      "fetch",
+      fakeFetch({
+        "GET /telemetry/v1/gpus/latest": () => fleet.map((uuid, i) => latest(uuid, i)),
+        "GET /inventory/v1/gpus": () => [],
+      }).fn,
+    );
+    const { sources, wrap } = live();
+    renderPage(wrap(<GpusPage />), { path: "/gpus" });
+    const table = await screen.findByRole("table", { name: "GPUs" });
+    expect(table).toHaveAttribute("aria-rowcount", "401");
+    const rows = within(table).getAllByRole("row").slice(1);
+    expect(rows.length).toBeGreaterThan(5);
+    expect(rows.length).toBeLessThan(60);
+    expect(rows[0]).toHaveAttribute("aria-rowindex", "2");
+    expect(within(table).queryByRole("link", { name: "A100-SXM4-80GB #399 on node-a" })).toBeNull();
+    // The stream follows the rendered rows, not the fleet (which it would refuse: at most 256 GPUs).
+    await vi.waitFor(() => expect(sources.latest().gpus).toEqual(fleet.slice(0, rows.length)));
+  });
+
   it("says so when the caller holds no GPU", async () => {
     vi.stubGlobal("fetch", fakeFetch({ "GET /telemetry/v1/gpus/latest": () => [], "GET /inventory/v1/gpus": () => [] }).fn);
     renderPage(live().wrap(<GpusPage />), { path: "/gpus" });

@@ -3,7 +3,6 @@ import { useMediaQuery } from "@mantine/hooks";
 import { useMemo, useRef } from "react";
 import { useSession } from "../../api/session";
 import { QueryStatus } from "../../components/QueryStatus";
-import { useLiveGpus } from "../../live/LiveProvider";
 import { GpuCards, GpuTable } from "./GpuList";
 import { useInventoryGpus, useLatestSamples } from "./queries";
 import { gpuRows, sameRows, type GpuRow } from "./rows";
@@ -21,8 +20,8 @@ export default function GpusPage() {
   // table re-renders only when a row changed, not 64 rows of components every refetch.
   const shown = useRef<GpuRow[]>(computed);
   if (shown.current !== computed && !sameRows(shown.current, computed)) shown.current = computed;
+  // Each rendered row's live values join the stream themselves (GpuList renders the rows near the view only).
   const rows = shown.current;
-  useLiveGpus(rows.filter((r) => r.reporting).map((r) => r.uuid));
 
   return (
     <Stack>
