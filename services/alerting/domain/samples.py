@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from libs.common.events.telemetry import fb_used_pct
 from services.alerting.domain.rules import GPU_LOST_METRIC, METRICS, XID_CODES, XID_LABEL, XID_METRIC
 from services.alerting.domain.series_evaluation import Sample
 
@@ -32,11 +31,11 @@ _FIELDS = tuple(sorted(METRICS - {"fb_used_pct"}))
 
 def derive(reading: dict[str, Any]) -> dict[str, Any]:
     """Set the derived `fb_used_pct` (GpuMetrics' property) in place; returns the reading."""
-    derived = fb_used_pct(reading.get("fb_used_bytes"), reading.get("fb_total_bytes"))
-    if derived is None:
+    used, total = reading.get("fb_used_bytes"), reading.get("fb_total_bytes")
+    if used is None or not total:
         reading.pop("fb_used_pct", None)
     else:
-        reading["fb_used_pct"] = derived
+        reading["fb_used_pct"] = 100.0 * used / total
     return reading
 
 
