@@ -38,13 +38,29 @@ function Live({ row, children }: { row: GpuRow; children: ReactNode }) {
 
 const COLUMNS = ["GPU", "Pool / zone", "Health", "Workload", "Compute", "Memory used", "Temperature", "Power"];
 
-/** A spacer standing for the rows not rendered (hidden from assistive technology, which has aria-rowcount). */
+/** A row standing for rows not rendered (hidden from assistive technology, which has aria-rowcount). */
 function Spacer({ height }: { height: number }) {
-  return height > 0 ? (
-    <Table.Tr aria-hidden="true">
+  return (
+    <Table.Tr aria-hidden="true" style={{ border: 0 }}>
       <Table.Td colSpan={COLUMNS.length} p={0} style={{ height, border: 0 }} />
     </Table.Tr>
-  ) : null;
+  );
+}
+
+/**
+ * The spacer for the rows above the first rendered one (`first`): one row, or two (the second empty) when
+ * `first` is even, so each rendered row keeps its own stripe while the window moves (stripes count rows).
+ */
+function Above({ height, first }: { height: number; first: number }) {
+  if (height <= 0) return null;
+  return first % 2 === 1 ? (
+    <Spacer height={height} />
+  ) : (
+    <>
+      <Spacer height={height} />
+      <Spacer height={0} />
+    </>
+  );
 }
 
 /**
@@ -64,7 +80,7 @@ export const GpuTable = memo(function GpuTable({ rows }: { rows: GpuRow[] }) {
           </Table.Tr>
         </Table.Thead>
         <Table.Tbody ref={listRef}>
-          <Spacer height={before} />
+          <Above height={before} first={items[0]?.index ?? 0} />
           {items.map(({ index }) => {
             const row = rows[index];
             return (
@@ -100,7 +116,7 @@ export const GpuTable = memo(function GpuTable({ rows }: { rows: GpuRow[] }) {
               </Table.Tr>
             );
           })}
-          <Spacer height={after} />
+          {after > 0 ? <Spacer height={after} /> : null}
         </Table.Tbody>
       </Table>
     </TableScroll>
