@@ -320,7 +320,14 @@ def main(argv: list[str] | None = None) -> int:
         help="the console's port (default: the one below --base-port, 8000)",
     )
     parser.add_argument("--ready-timeout", type=float, default=60.0)
+    parser.add_argument(
+        "--stop-with-parent",
+        action="store_true",
+        help="stop the stack when the process that started this one ends (tests and benchmarks: a runner "
+        "killed mid-run leaves no stack behind)",
+    )
     args = parser.parse_args(argv)
+    parent = os.getppid()
 
     logs = args.run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -359,15 +366,23 @@ def main(argv: list[str] | None = None) -> int:
     def on_signal(signum: int, frame: object) -> None:
         stopping.set()
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    # A closed terminal (SIGHUP) stops the stack as Ctrl-C does, instead of leaving its processes running.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, on_signal)
+
+    def should_stop() -> bool:
+        if args.stop_with_parent and not stopping.is_set() and os.getppid() != parent:
+            print(f"the process that started this stack ({parent}) has ended", flush=True)
+            stopping.set()
+        return stopping.is_set()
+
     try:
         stack.migrate()
         started = time.monotonic()
         stack.start()
         supervisor = supervise(stack, broker)
-        not_ready = _until_ready(stack, supervisor, timeout_s=args.ready_timeout, stopping=stopping.is_set)
-        if stopping.is_set():
+        not_ready = _until_ready(stack, supervisor, timeout_s=args.ready_timeout, stopping=should_stop)
+        if should_stop():
             return 0
         if not_ready:
             print(
@@ -376,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 1
         print(_banner(stack, kafka, key_source, time.monotonic() - started), flush=True)
-        while not stopping.wait(0.5):
+        while not stopping.wait(0.5) and not should_stop():
             supervisor.tick()
         return 0
     finally:

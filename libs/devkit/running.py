@@ -102,6 +102,7 @@ class RunningStack:
                     "libs.devkit.devstack",
                     "--ready-timeout",
                     str(self.ready_timeout_s),
+                    "--stop-with-parent",
                 ],
                 env=self.env,
                 stdout=log,

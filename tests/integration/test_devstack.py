@@ -83,6 +83,52 @@ def test_make_run_stack_is_ready_within_60s_and_ctrl_c_leaves_no_process(
             proc.kill()
 
 
+#: A test runner in miniature: starts the stack as RunningStack does and then waits, to be killed.
+_STARTER = """
+import subprocess, sys, time
+log = open(sys.argv[1], "wb")
+args = [sys.executable, "-m", "libs.devkit.devstack", "--ready-timeout", "60", "--stop-with-parent"]
+proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+print(proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_stack_started_to_stop_with_its_parent_ends_when_the_parent_is_killed(
+    isolation: Isolation, tmp_path: Path
+) -> None:
+    log = tmp_path / "devstack.log"
+    starter = subprocess.Popen(
+        [sys.executable, "-c", _STARTER, str(log)],
+        env=_env(isolation, tmp_path, free_ports(len(SERVICES) + 1) + 1),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    stack = 0
+    try:
+        assert starter.stdout is not None
+        stack = int(starter.stdout.readline())
+        deadline = time.monotonic() + 120
+        while "gpucloud is up" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, log.read_text()
+            assert process_alive(stack), log.read_text()
+            time.sleep(0.3)
+        children = _children_of(stack)
+        assert len(children) >= 7  # six services and the broker
+        starter.kill()  # SIGKILL: nothing of the parent's own runs to stop the stack
+        starter.wait(timeout=10)
+        deadline = time.monotonic() + 45
+        while any(process_alive(p) for p in {stack, *children}) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [p for p in {stack, *children} if process_alive(p)], log.read_text()[-3000:]
+        assert "has ended" in log.read_text()
+    finally:
+        if starter.poll() is None:
+            starter.kill()
+        if stack and process_alive(stack):
+            os.kill(stack, signal.SIGKILL)
+
+
 class _Lines:
     """The stack's console, read by a thread so that a test can wait for a line with a deadline."""
 
