@@ -130,6 +130,43 @@ describe("GpusPage", () => {
     await vi.waitFor(() => expect(sources.latest().gpus).toEqual(fleet.slice(0, rows.length)));
   });
 
+  it("keeps each rendered row's stripe with the window scrolled down the list", async () => {
+    const fleet = Array.from({ length: 400 }, (_, i) => `GPU-${String(i).padStart(4, "0")}`);
+    vi.stubGlobal(
+      "fetch",
+      fakeFetch({
+        "GET /telemetry/v1/gpus/latest": () => fleet.map((uuid, i) => latest(uuid, i)),
+        "GET /inventory/v1/gpus": () => [],
+      }).fn,
+    );
+    // jsdom has no layout: the list's body sits 200 px down the page, which the window scrolls past.
+    const rect = vi.spyOn(HTMLElement.prototype, "getBoundingClientRect").mockImplementation(
+      () => ({ top: 200 - window.scrollY, bottom: 0, left: 0, right: 0, width: 0, height: 0, x: 0, y: 0 }) as DOMRect,
+    );
+    for (const offset of [5000, 5057]) {
+      Object.defineProperty(window, "scrollY", { value: offset, configurable: true });
+      try {
+        const { unmount } = renderPage(live().wrap(<GpusPage />), { path: "/gpus" });
+        const table = await screen.findByRole("table", { name: "GPUs" });
+        act(() => void window.dispatchEvent(new Event("scroll")));
+        await vi.waitFor(() =>
+          // A window down the list.
+          expect(Number(within(table).getAllByRole("row")[1].getAttribute("aria-rowindex"))).toBeGreaterThan(50),
+        );
+        const rows = within(table).getAllByRole("row").slice(1);
+        for (const row of rows) {
+          // Row n of the list (aria-rowindex n + 1) is striped as the nth row of the body.
+          const n = Number(row.getAttribute("aria-rowindex")) - 1;
+          expect(row.matches(":nth-of-type(odd)")).toBe(n % 2 === 1);
+        }
+        unmount();
+      } finally {
+        Object.defineProperty(window, "scrollY", { value: 0, configurable: true });
+      }
+    }
+    rect.mockRestore();
+  });
+
   it("says so when the caller holds no GPU", async () => {
     vi.stubGlobal("fetch", fakeFetch({ "GET /telemetry/v1/gpus/latest": () => [], "GET /inventory/v1/gpus": () => [] }).fn);
     renderPage(live().wrap(<GpusPage />), { path: "/gpus" });
