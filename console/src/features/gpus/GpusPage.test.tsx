@@ -35,6 +35,19 @@ const latest = (uuid: string, index: number, fields: Record<string, unknown> = {
   fb_used_percent: 50,
 });
 
+/** Answers the GPU page's queries with `size` reporting GPUs (no inventory); returns their UUIDs in order. */
+function stubFleet(size: number): string[] {
+  const fleet = Array.from({ length: size }, (_, i) => `GPU-${String(i).padStart(4, "0")}`);
+  vi.stubGlobal(
+    "fetch",
+    fakeFetch({
+      "GET /telemetry/v1/gpus/latest": () => fleet.map((uuid, i) => latest(uuid, i)),
+      "GET /inventory/v1/gpus": () => [],
+    }).fn,
+  );
+  return fleet;
+}
+
 function live() {
   const sources = fakeEventSources();
   const wrap = (ui: React.ReactElement) => (
@@ -109,14 +122,7 @@ describe("GpusPage", () => {
   });
 
   it("renders and streams only the rows near the view of a fleet longer than the stream's 256 GPUs", async () => {
-    const fleet = Array.from({ length: 400 }, (_, i) => `GPU-${String(i).padStart(4, "0")}`);
-    vi.stubGlobal(
-      "fetch",
-      fakeFetch({
-        "GET /telemetry/v1/gpus/latest": () => fleet.map((uuid, i) => latest(uuid, i)),
-        "GET /inventory/v1/gpus": () => [],
-      }).fn,
-    );
+    const fleet = stubFleet(400);
     const { sources, wrap } = live();
     renderPage(wrap(<GpusPage />), { path: "/gpus" });
     const table = await screen.findByRole("table", { name: "GPUs" });
@@ -131,14 +137,7 @@ describe("GpusPage", () => {
   });
 
   it("keeps each rendered row's stripe with the window scrolled down the list", async () => {
-    const fleet = Array.from({ length: 400 }, (_, i) => `GPU-${String(i).padStart(4, "0")}`);
-    vi.stubGlobal(
-      "fetch",
-      fakeFetch({
-        "GET /telemetry/v1/gpus/latest": () => fleet.map((uuid, i) => latest(uuid, i)),
-        "GET /inventory/v1/gpus": () => [],
-      }).fn,
-    );
+    stubFleet(400);
     // jsdom has no layout: the list's body sits 200 px down the page, which the window scrolls past.
     const rect = vi.spyOn(HTMLElement.prototype, "getBoundingClientRect").mockImplementation(
       () => ({ top: 200 - window.scrollY, bottom: 0, left: 0, right: 0, width: 0, height: 0, x: 0, y: 0 }) as DOMRect,
